@@ -1,0 +1,212 @@
+package multirail
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/multirail/multirail/internal/reasm"
+	"github.com/multirail/multirail/internal/wire"
+	"github.com/multirail/multirail/sched"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultScheduler        = "shortestqueue"
+	DefaultSegmentSize      = 64 << 10
+	DefaultQueueDepth       = 16
+	DefaultMaxMessageSize   = 1 << 30
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultIdleTimeout      = 30 * time.Second
+	DefaultMaxHandshakes    = 128
+	// MaxRails is the largest number of rails in one connection.
+	MaxRails = 64
+)
+
+// TokenEnv is the environment variable read when Config.Token is empty.
+const TokenEnv = "MULTIRAIL_TOKEN"
+
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = errors.New("invalid config")
+
+// Rail is one path to the peer, as seen by the dialing side.
+type Rail struct {
+	// Name labels the rail in Stats and logs; empty means Addr.
+	Name string
+	// Addr is the peer's host:port to dial for this rail.
+	Addr string
+	// Local is the local IP address to dial from (binds the rail to a
+	// NIC); empty lets the kernel choose.
+	Local string
+	// Bandwidth is the rail's nominal rate in bits per second, 0 if
+	// unknown. Only the "weighted" scheduler needs it.
+	Bandwidth float64
+}
+
+// Config configures Dial and Listen. The zero value (plus Rails for Dial) is
+// a working configuration; every field's zero value means its default.
+type Config struct {
+	// Rails are the paths to the peer (Dial only; Listen ignores it).
+	// 1..MaxRails entries.
+	Rails []Rail
+	// Scheduler names the segment scheduler (see sched.Names); empty means
+	// DefaultScheduler.
+	Scheduler string
+	// SegmentSize is the largest segment sent on one rail, in bytes,
+	// 512..64 MiB; 0 means 64 KiB.
+	SegmentSize int
+	// QueueDepth is each rail's send-queue capacity in segments
+	// (queue_max), 1..65536; 0 means 16.
+	QueueDepth int
+	// Token is the shared secret both sides prove they know (HMAC-SHA256
+	// challenge-response on every rail). Empty means the value of the
+	// MULTIRAIL_TOKEN environment variable, which may be empty too (then
+	// both sides must have none).
+	Token string
+	// MaxMessageSize is the largest message accepted, in bytes; 0 means
+	// 1 GiB. Sends of larger messages fail; a peer announcing one loses the
+	// connection.
+	MaxMessageSize int64
+	// MaxReceiveBuffer bounds the bytes held for the peer: messages being
+	// reassembled plus complete messages not yet taken by Recv, each
+	// counted with a 256-byte overhead. It is the flow-control window the
+	// peer may not exceed. 0 means MaxMessageSize + 64 MiB; it must be at
+	// least MaxMessageSize + 256.
+	MaxReceiveBuffer int64
+	// HandshakeTimeout bounds every rail's handshake and, on the accepting
+	// side, the time for all rails of a session to join; 0 means 10 s.
+	HandshakeTimeout time.Duration
+	// IdleTimeout drops a rail on which nothing arrived for this long;
+	// idle rails send a ping every IdleTimeout/3. 0 means 30 s.
+	IdleTimeout time.Duration
+	// Checksum adds a CRC32C of every segment's payload, checked by the
+	// receiver (TCP's own checksum is weak; costs CPU).
+	Checksum bool
+	// Seed seeds the scheduler's random source.
+	Seed uint64
+	// MaxHandshakes bounds the handshakes a Listener runs at once; more
+	// connections are closed at once. 0 means 128.
+	MaxHandshakes int
+	// Logger receives the library's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// config is a validated Config with defaults filled in.
+type config struct {
+	Config
+	token []byte
+}
+
+func cfgErr(field string, value any, allowed string) error {
+	return fmt.Errorf("%w: %s = %v, allowed %s", ErrConfig, field, value, allowed)
+}
+
+// validate fills defaults and checks every field. dialing says whether
+// Rails is required.
+func (c Config) validate(dialing bool) (config, error) {
+	if c.Scheduler == "" {
+		c.Scheduler = DefaultScheduler
+	}
+	known := false
+	for _, n := range sched.Names() {
+		known = known || n == c.Scheduler
+	}
+	if !known {
+		return config{}, cfgErr("Scheduler", fmt.Sprintf("%q", c.Scheduler), strings.Join(sched.Names(), ", "))
+	}
+	if c.SegmentSize == 0 {
+		c.SegmentSize = DefaultSegmentSize
+	}
+	if c.SegmentSize < wire.MinSegmentSize || c.SegmentSize > wire.MaxSegmentSize {
+		return config{}, cfgErr("SegmentSize", c.SegmentSize, fmt.Sprintf("%d..%d bytes", wire.MinSegmentSize, wire.MaxSegmentSize))
+	}
+	if c.QueueDepth == 0 {
+		c.QueueDepth = DefaultQueueDepth
+	}
+	if c.QueueDepth < 1 || c.QueueDepth > 65536 {
+		return config{}, cfgErr("QueueDepth", c.QueueDepth, "1..65536 segments")
+	}
+	if c.MaxMessageSize == 0 {
+		c.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if c.MaxMessageSize < 1 || c.MaxMessageSize > 1<<40 {
+		return config{}, cfgErr("MaxMessageSize", c.MaxMessageSize, "1..1 TiB")
+	}
+	minBuf := int64(reasm.Cost(uint64(c.MaxMessageSize)))
+	if c.MaxReceiveBuffer == 0 {
+		c.MaxReceiveBuffer = c.MaxMessageSize + 64<<20
+	}
+	if c.MaxReceiveBuffer < minBuf || c.MaxReceiveBuffer > math.MaxInt64/2 {
+		return config{}, cfgErr("MaxReceiveBuffer", c.MaxReceiveBuffer, fmt.Sprintf(">= MaxMessageSize + %d = %d bytes", reasm.Overhead, minBuf))
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if c.HandshakeTimeout < 0 {
+		return config{}, cfgErr("HandshakeTimeout", c.HandshakeTimeout, "> 0")
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.IdleTimeout < 30*time.Millisecond {
+		return config{}, cfgErr("IdleTimeout", c.IdleTimeout, ">= 30ms")
+	}
+	if c.MaxHandshakes == 0 {
+		c.MaxHandshakes = DefaultMaxHandshakes
+	}
+	if c.MaxHandshakes < 1 {
+		return config{}, cfgErr("MaxHandshakes", c.MaxHandshakes, ">= 1")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if dialing {
+		if len(c.Rails) < 1 || len(c.Rails) > MaxRails {
+			return config{}, cfgErr("Rails", fmt.Sprintf("%d entries", len(c.Rails)), fmt.Sprintf("1..%d", MaxRails))
+		}
+		rails := make([]Rail, len(c.Rails))
+		for i, r := range c.Rails {
+			if r.Addr == "" {
+				return config{}, cfgErr(fmt.Sprintf("Rails[%d].Addr", i), `""`, "host:port")
+			}
+			if r.Local != "" {
+				if _, err := netip.ParseAddr(r.Local); err != nil {
+					return config{}, cfgErr(fmt.Sprintf("Rails[%d].Local", i), fmt.Sprintf("%q", r.Local), "an IP address")
+				}
+			}
+			if r.Bandwidth < 0 || math.IsNaN(r.Bandwidth) || math.IsInf(r.Bandwidth, 0) {
+				return config{}, cfgErr(fmt.Sprintf("Rails[%d].Bandwidth", i), r.Bandwidth, ">= 0 bits/s (0 = unknown)")
+			}
+			if r.Name == "" {
+				r.Name = r.Addr
+			}
+			rails[i] = r
+		}
+		c.Rails = rails
+		if _, err := c.newScheduler(len(rails)); err != nil {
+			return config{}, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	}
+	tok := c.Token
+	if tok == "" {
+		tok = os.Getenv(TokenEnv)
+	}
+	return config{Config: c, token: []byte(tok)}, nil
+}
+
+func (c Config) newScheduler(rails int) (sched.Scheduler, error) {
+	var bw []float64
+	for _, r := range c.Rails {
+		bw = append(bw, r.Bandwidth)
+	}
+	if len(bw) != rails {
+		bw = nil
+	}
+	return sched.New(c.Scheduler, sched.Config{Rails: rails, SegmentSize: c.SegmentSize, Bandwidths: bw, Seed: c.Seed})
+}

@@ -1,0 +1,909 @@
+package multirail
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/multirail/multirail/internal/reasm"
+	"github.com/multirail/multirail/internal/wire"
+	"github.com/multirail/multirail/sched"
+)
+
+// Errors returned by Conn methods.
+var (
+	// ErrClosed is returned by calls on a closed connection; it wraps
+	// net.ErrClosed.
+	ErrClosed = fmt.Errorf("multirail: connection closed: %w", net.ErrClosed)
+	// ErrAllRailsDown means every rail of the connection broke.
+	ErrAllRailsDown = errors.New("multirail: all rails are down")
+	// ErrTooLarge means a message exceeds MaxMessageSize or the peer's
+	// receive buffer.
+	ErrTooLarge = errors.New("multirail: message too large")
+	// ErrProtocol means the peer violated the protocol; the connection was
+	// closed.
+	ErrProtocol = errors.New("multirail: protocol violation by peer")
+)
+
+// Message is a received message.
+type Message struct {
+	Tag  uint32
+	Data []byte
+}
+
+// outMsg is one message being sent.
+type outMsg struct {
+	remaining int // segments not yet acknowledged (guarded by Conn.mu)
+	done      chan struct{}
+}
+
+// segment is one DATA frame queued or in flight on a rail.
+type segment struct {
+	hdr     [wire.DataHeaderSize]byte
+	payload []byte
+	msg     *outMsg
+	enq     int64 // ns since the connection started, when it entered the queue
+}
+
+var segPool = sync.Pool{New: func() any { return new(segment) }}
+
+// fifo is a queue of segments.
+type fifo struct {
+	s    []*segment
+	head int
+}
+
+func (f *fifo) len() int { return len(f.s) - f.head }
+func (f *fifo) push(s *segment) {
+	if f.head > 0 && len(f.s) == cap(f.s) {
+		n := copy(f.s, f.s[f.head:])
+		clear(f.s[n:])
+		f.s = f.s[:n]
+		f.head = 0
+	}
+	f.s = append(f.s, s)
+}
+func (f *fifo) pop() *segment {
+	s := f.s[f.head]
+	f.s[f.head] = nil
+	f.head++
+	if f.head == len(f.s) {
+		f.s, f.head = f.s[:0], 0
+	}
+	return s
+}
+func (f *fifo) drain() []*segment {
+	out := append([]*segment(nil), f.s[f.head:]...)
+	clear(f.s)
+	f.s, f.head = f.s[:0], 0
+	return out
+}
+
+// rail is one TCP connection of a Conn and its two goroutines.
+type rail struct {
+	idx     int
+	name    string
+	nominal float64
+	c       net.Conn
+	br      *bufio.Reader
+	wake    chan struct{} // cap 1: work for the writer
+
+	// guarded by Conn.mu
+	up          bool
+	queue       fifo
+	queuedBytes int64
+	unacked     fifo
+	acked       uint64 // DATA frames the peer acknowledged on this rail
+	lastWait    int64
+	rate        float64 // drain-rate estimate, bits/s
+	lastWrite   int64
+
+	// receive side and counters
+	received   atomic.Uint64 // DATA frames received on this rail
+	bytesOut   atomic.Uint64
+	segsOut    atomic.Uint64
+	bytesIn    atomic.Uint64
+	segsIn     atomic.Uint64
+	errs       atomic.Uint64
+	goneAway   chan struct{} // closed when the writer has sent GOAWAY and exited
+}
+
+func (r *rail) signal() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Conn is a multi-rail connection: messages sent on it are cut into
+// segments spread over all rails and reassembled whole on the other side.
+// All methods are safe for concurrent use.
+type Conn struct {
+	cfg     config
+	log     *slog.Logger
+	session [16]byte
+	sid     uint64
+	start   time.Time
+	rails   []*rail
+	peerMax uint64 // the largest message the peer accepts
+
+	mu         sync.Mutex
+	sch        sched.Scheduler
+	states     []sched.RailState
+	changed    chan struct{} // closed and replaced on every change senders may wait for
+	nextID     uint64
+	peerCredit uint64 // cumulative credit granted by the peer
+	usedCredit uint64
+	peerWindow uint64
+	sentMsgs   uint64
+	recvMsgs   uint64
+	goingAway  atomic.Uint32 // GOAWAY code + 1 once Close started
+
+	rmu       sync.Mutex
+	re        *reasm.Reassembler
+	recvReady chan struct{} // closed and replaced when a message becomes ready
+	peerGone  bool // GOAWAY received
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	errMu     sync.Mutex
+	err       error
+	wg        sync.WaitGroup
+}
+
+// railInit is what the handshake hands to newConn for one rail.
+type railInit struct {
+	c       net.Conn
+	name    string
+	nominal float64
+}
+
+// peerParams are what the peer announced in the handshake.
+type peerParams struct {
+	seg    int
+	window uint64
+	maxMsg uint64
+}
+
+func newConn(cfg config, session [16]byte, rails []railInit, peer peerParams, sch sched.Scheduler) (*Conn, error) {
+	re, err := reasm.New(reasm.Config{SegmentSize: peer.seg, MaxMessage: cfg.MaxMessageSize, Window: uint64(cfg.MaxReceiveBuffer)})
+	if err != nil {
+		return nil, err
+	}
+	c := &Conn{
+		cfg:        cfg,
+		session:    session,
+		sid:        sessionID(session),
+		start:      time.Now(),
+		peerMax:    peer.maxMsg,
+		sch:        sch,
+		states:     make([]sched.RailState, len(rails)),
+		changed:    make(chan struct{}),
+		nextID:     1,
+		peerCredit: peer.window,
+		peerWindow: peer.window,
+		re:         re,
+		recvReady:  make(chan struct{}),
+		closed:     make(chan struct{}),
+	}
+	c.log = cfg.Logger.With("session", fmt.Sprintf("%x", session[:4]))
+	for i, ri := range rails {
+		r := &rail{idx: i, name: ri.name, nominal: ri.nominal, c: ri.c, up: true,
+			br: bufio.NewReaderSize(ri.c, 64<<10), wake: make(chan struct{}, 1), goneAway: make(chan struct{})}
+		if tc, ok := ri.c.(*net.TCPConn); ok {
+			_ = tc.SetNoDelay(true)
+		}
+		c.rails = append(c.rails, r)
+	}
+	for _, r := range c.rails {
+		c.wg.Add(2)
+		go c.writer(r)
+		go c.reader(r)
+	}
+	return c, nil
+}
+
+func sessionID(s [16]byte) uint64 {
+	var v uint64
+	for _, b := range s[:8] {
+		v = v<<8 | uint64(b)
+	}
+	return v
+}
+
+func (c *Conn) now() int64 { return int64(time.Since(c.start)) }
+
+// broadcast wakes everything waiting on c.changed. Caller holds c.mu.
+func (c *Conn) broadcast() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// fillStates refreshes c.states. Caller holds c.mu.
+func (c *Conn) fillStates() {
+	seg := float64(c.cfg.SegmentSize) * 8
+	for i, r := range c.rails {
+		st := &c.states[i]
+		st.Up = r.up
+		st.Queued = r.queue.len()
+		st.QueuedBytes = r.queuedBytes
+		st.QueueCap = c.cfg.QueueDepth
+		st.LastWait = r.lastWait
+		st.RateBps = r.rate
+		st.NominalBps = r.nominal
+		st.SegmentTime = 0
+		if rate := r.rate; rate > 0 {
+			st.SegmentTime = int64(seg / rate * 1e9)
+		} else if r.nominal > 0 {
+			st.SegmentTime = int64(seg / r.nominal * 1e9)
+		}
+	}
+}
+
+// Send sends msg with tag and returns once the peer holds the whole
+// message. Messages with the same tag are received in the order their Sends
+// started; concurrent Sends pipeline. msg must not be modified until Send
+// returns (segments are written from it, without copying).
+//
+// ctx bounds the wait for the peer's flow-control credit. Once the message
+// has been handed to the rails, cancelling ctx makes Send return ctx's
+// error, but the message stays in flight and will be delivered unless the
+// connection fails; msg must then not be modified before Close.
+func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) error {
+	if int64(len(msg)) > c.cfg.MaxMessageSize {
+		return fmt.Errorf("%w: %d bytes, MaxMessageSize is %d", ErrTooLarge, len(msg), c.cfg.MaxMessageSize)
+	}
+	cost := reasm.Cost(uint64(len(msg)))
+	if uint64(len(msg)) > c.peerMax || cost > c.peerWindow {
+		return fmt.Errorf("%w: %d bytes, the peer accepts at most %d", ErrTooLarge, len(msg), min(c.peerMax, c.peerWindow-reasm.Overhead))
+	}
+	c.mu.Lock()
+	for c.usedCredit+cost > c.peerCredit {
+		ch := c.changed
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.closed:
+			return c.closedErr()
+		}
+		c.mu.Lock()
+	}
+	if err := c.closedErrNonBlocking(); err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	c.usedCredit += cost
+	id := c.nextID
+	c.nextID++
+	seg := c.cfg.SegmentSize
+	n := 1
+	if len(msg) > 0 {
+		n = (len(msg) + seg - 1) / seg
+	}
+	om := &outMsg{remaining: n, done: make(chan struct{})}
+	flags := uint8(0)
+	if c.cfg.Checksum {
+		flags = wire.FlagCRC
+	}
+	for off := 0; off < len(msg) || off == 0; off += seg {
+		end := min(off+seg, len(msg))
+		s := segPool.Get().(*segment)
+		s.payload = msg[off:end]
+		s.msg = om
+		d := wire.Data{Flags: flags, Session: c.sid, Message: id, Tag: tag, Total: uint64(len(msg)), Offset: uint64(off), Len: uint32(end - off)}
+		if c.cfg.Checksum {
+			d.CRC = wire.Checksum(s.payload)
+		}
+		wire.PutData(s.hdr[:], d)
+		if err := c.enqueueLocked(s); err != nil {
+			c.mu.Unlock()
+			return err
+		}
+		if end == len(msg) {
+			break
+		}
+	}
+	c.sentMsgs++
+	c.mu.Unlock()
+	select {
+	case <-om.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.closed:
+		select {
+		case <-om.done:
+			return nil
+		default:
+		}
+		return c.closedErr()
+	}
+}
+
+// enqueueLocked asks the scheduler for a rail and queues s on it, waiting
+// (with c.mu released) while the chosen rail is full or no rail is usable.
+func (c *Conn) enqueueLocked(s *segment) error {
+	size := len(s.payload) + wire.DataHeaderSize
+	for {
+		if err := c.closedErrNonBlocking(); err != nil {
+			return err
+		}
+		c.fillStates()
+		i := c.sch.Pick(c.now(), size, c.states)
+		if i >= 0 && i < len(c.rails) && c.rails[i].up && c.rails[i].queue.len() < c.cfg.QueueDepth {
+			c.push(c.rails[i], s)
+			return nil
+		}
+		if !c.anyUp() {
+			return ErrAllRailsDown
+		}
+		ch := c.changed
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-c.closed:
+		}
+		c.mu.Lock()
+	}
+}
+
+// push queues s on r. Caller holds c.mu.
+func (c *Conn) push(r *rail, s *segment) {
+	s.enq = c.now()
+	r.queue.push(s)
+	r.queuedBytes += int64(len(s.payload) + wire.DataHeaderSize)
+	r.signal()
+}
+
+func (c *Conn) anyUp() bool {
+	for _, r := range c.rails {
+		if r.up {
+			return true
+		}
+	}
+	return false
+}
+
+// Recv returns the next message. Messages of one tag come in the order they
+// were sent; messages of different tags may overtake each other. After the
+// peer closed the connection, Recv returns the messages already received and
+// then io.EOF.
+func (c *Conn) Recv(ctx context.Context) (Message, error) {
+	for {
+		c.rmu.Lock()
+		m, ok := c.re.Next()
+		ch := c.recvReady
+		gone := c.peerGone
+		c.rmu.Unlock()
+		if ok {
+			c.mu.Lock()
+			c.recvMsgs++
+			c.mu.Unlock()
+			c.creditChanged()
+			return Message{Tag: m.Tag, Data: m.Data}, nil
+		}
+		if gone {
+			return Message{}, io.EOF
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return Message{}, ctx.Err()
+		case <-c.closed:
+			c.rmu.Lock()
+			ready := c.re.Ready()
+			c.rmu.Unlock()
+			if !ready {
+				if err := c.closedErr(); errors.Is(err, errPeerClosed) {
+					return Message{}, io.EOF
+				}
+				return Message{}, c.closedErr()
+			}
+		}
+	}
+}
+
+// creditChanged makes the writers tell the peer about returned credit.
+func (c *Conn) creditChanged() {
+	for _, r := range c.rails {
+		r.signal()
+	}
+}
+
+var errPeerClosed = errors.New("multirail: peer closed the connection")
+
+// Close closes the connection: the peer is told (GOAWAY), every rail is
+// closed and pending Sends and Recvs return ErrClosed.
+func (c *Conn) Close() error {
+	c.shutdown(ErrClosed, true)
+	c.wg.Wait()
+	return nil
+}
+
+// shutdown closes the connection once with err. goAway makes every
+// writer send GOAWAY first (bounded wait).
+func (c *Conn) shutdown(err error, goAway bool) {
+	c.closeOnce.Do(func() {
+		c.errMu.Lock()
+		c.err = err
+		c.errMu.Unlock()
+		if goAway {
+			code := wire.GoAwayClose
+			if errors.Is(err, ErrProtocol) {
+				code = wire.GoAwayProtocol
+			}
+			c.goingAway.Store(uint32(code) + 1)
+			deadline := time.NewTimer(200 * time.Millisecond)
+			for _, r := range c.rails {
+				r.signal()
+			}
+			for _, r := range c.rails {
+				select {
+				case <-r.goneAway:
+				case <-deadline.C:
+				}
+			}
+			deadline.Stop()
+		}
+		close(c.closed)
+		for _, r := range c.rails {
+			_ = r.c.Close()
+		}
+		c.mu.Lock()
+		for _, r := range c.rails {
+			// Segments are left to the garbage collector, not the pool: a
+			// writer may still hold them.
+			r.up = false
+			r.queue.drain()
+			r.unacked.drain()
+			r.queuedBytes = 0
+		}
+		c.broadcast()
+		c.mu.Unlock()
+	})
+}
+
+func putSeg(s *segment) {
+	s.payload, s.msg = nil, nil
+	segPool.Put(s)
+}
+
+func (c *Conn) closedErr() error {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	if c.err == nil {
+		return ErrClosed
+	}
+	return c.err
+}
+
+func (c *Conn) closedErrNonBlocking() error {
+	select {
+	case <-c.closed:
+		return c.closedErr()
+	default:
+		return nil
+	}
+}
+
+// railDown takes r out of service after err: its queued and unacknowledged
+// segments go to the other rails. With no rail left the connection fails.
+func (c *Conn) railDown(r *rail, err error) {
+	c.mu.Lock()
+	if !r.up {
+		c.mu.Unlock()
+		return
+	}
+	select {
+	case <-c.closed:
+		c.mu.Unlock()
+		return
+	default:
+	}
+	r.up = false
+	r.errs.Add(1)
+	_ = r.c.Close()
+	segs := r.unacked.drain()
+	segs = append(segs, r.queue.drain()...)
+	r.queuedBytes = 0
+	if !c.anyUp() {
+		c.mu.Unlock()
+		c.log.Warn("rail down; no rail left", "rail", r.name, "err", err)
+		c.shutdown(fmt.Errorf("%w (last: %s: %v)", ErrAllRailsDown, r.name, err), false)
+		return
+	}
+	c.log.Warn("rail down; resending its segments on the others", "rail", r.name, "err", err, "segments", len(segs))
+	for _, s := range segs {
+		c.fillStates()
+		i := c.sch.Pick(c.now(), len(s.payload)+wire.DataHeaderSize, c.states)
+		if i < 0 || !c.rails[i].up {
+			i = c.firstUp()
+		}
+		c.push(c.rails[i], s) // may exceed QueueDepth: resends are not held back
+	}
+	c.broadcast()
+	c.mu.Unlock()
+}
+
+func (c *Conn) firstUp() int {
+	for i, r := range c.rails {
+		if r.up {
+			return i
+		}
+	}
+	return -1
+}
+
+// protocolError closes the whole connection: the peer is broken or hostile.
+func (c *Conn) protocolError(r *rail, err error) {
+	r.errs.Add(1)
+	c.log.Warn("peer violated the protocol; closing the connection", "rail", r.name, "err", err)
+	c.shutdown(fmt.Errorf("%w: %v", ErrProtocol, err), true)
+}
+
+// isProtocol tells decoding errors from network errors.
+func isProtocol(err error) bool {
+	return errors.Is(err, wire.ErrMalformed) || errors.Is(err, reasm.ErrCredit) || errors.Is(err, reasm.ErrInconsistent) || errors.Is(err, ErrProtocol)
+}
+
+// maxBatch bounds the bytes one writev takes from a queue, so that the
+// queue (not the kernel) holds the backlog the scheduler looks at.
+const maxBatch = 256 << 10
+
+// writer is the rail's only writer: it drains the send queue with
+// scatter-gather writes and sends ACKs, credit and pings.
+func (c *Conn) writer(r *rail) {
+	defer c.wg.Done()
+	defer close(r.goneAway)
+	ping := time.NewTicker(c.cfg.IdleTimeout / 3)
+	defer ping.Stop()
+	var (
+		batch     []*segment
+		bufs      net.Buffers
+		ctl       []byte
+		ackSent   uint64
+		creditOut uint64
+		wrote     bool
+	)
+	for {
+		select {
+		case <-r.wake:
+		case <-ping.C:
+			if !wrote {
+				ctl = wire.AppendPing(ctl)
+			}
+			wrote = false
+		case <-c.closed:
+			return
+		}
+		for {
+			if code := c.goingAway.Load(); code != 0 {
+				_ = r.c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+				_, _ = r.c.Write(wire.AppendGoAway(ctl, uint16(code-1)))
+				return
+			}
+			batch = batch[:0]
+			c.mu.Lock()
+			if !r.up {
+				c.mu.Unlock()
+				return
+			}
+			now := c.now()
+			n := 0
+			for r.queue.len() > 0 && (n == 0 || n+len(r.queue.s[r.queue.head].payload) <= maxBatch) {
+				s := r.queue.pop()
+				sz := len(s.payload) + wire.DataHeaderSize
+				r.queuedBytes -= int64(sz)
+				n += sz
+				r.lastWait = now - s.enq
+				r.unacked.push(s)
+				batch = append(batch, s)
+			}
+			if len(batch) > 0 {
+				c.fillStates()
+				for _, s := range batch {
+					c.sch.Departed(now, r.idx, len(s.payload)+wire.DataHeaderSize, now-s.enq, c.states)
+				}
+				c.broadcast()
+			}
+			backlog := r.queue.len() > 0
+			c.mu.Unlock()
+
+			if got := r.received.Load(); got != ackSent || c.granted() != creditOut {
+				c.rmu.Lock()
+				creditOut = c.re.Granted()
+				c.rmu.Unlock()
+				ackSent = got
+				ctl = wire.AppendAck(ctl, wire.Ack{Received: got, Credit: creditOut})
+			}
+			if len(batch) == 0 && len(ctl) == 0 {
+				break
+			}
+			bufs = bufs[:0]
+			if len(ctl) > 0 {
+				bufs = append(bufs, ctl)
+			}
+			for _, s := range batch {
+				bufs = append(bufs, s.hdr[:], s.payload)
+			}
+			t0 := time.Now()
+			_, err := bufs.WriteTo(r.c)
+			ctl = ctl[:0]
+			wrote = true
+			if err != nil {
+				c.railDown(r, err)
+				return
+			}
+			if n > 0 {
+				r.bytesOut.Add(uint64(n))
+				r.segsOut.Add(uint64(len(batch)))
+				c.observeRate(r, n, t0, backlog)
+			}
+		}
+	}
+}
+
+// observeRate updates r's drain-rate estimate from a write of n bytes that
+// began at t0; only writes made while a backlog was waiting measure the
+// rail's capacity.
+func (c *Conn) observeRate(r *rail, n int, t0 time.Time, backlog bool) {
+	end := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	start := int64(t0.Sub(c.start))
+	if r.lastWrite > start && backlog {
+		start = r.lastWrite // back-to-back: the rail was busy since the last write ended
+	}
+	r.lastWrite = end
+	if !backlog || end <= start {
+		return
+	}
+	sample := float64(n) * 8 / (float64(end-start) / 1e9)
+	if r.rate == 0 {
+		r.rate = sample
+	} else {
+		r.rate += 0.125 * (sample - r.rate)
+	}
+}
+
+func (c *Conn) granted() uint64 {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	return c.re.Granted()
+}
+
+// reader is the rail's only reader: it decodes frames, reassembles
+// messages and processes ACKs.
+func (c *Conn) reader(r *rail) {
+	defer c.wg.Done()
+	lim := c.re.Limits()
+	var (
+		hb      [wire.DataHeaderSize]byte
+		body    [wire.MaxControlBody]byte
+		scratch []byte
+		lastDL  time.Time
+	)
+	fail := func(err error) {
+		if isProtocol(err) {
+			c.protocolError(r, err)
+			return
+		}
+		c.railDown(r, err)
+	}
+	for {
+		if now := time.Now(); now.Sub(lastDL) > c.cfg.IdleTimeout/4 {
+			_ = r.c.SetReadDeadline(now.Add(c.cfg.IdleTimeout))
+			lastDL = now
+		}
+		if _, err := io.ReadFull(r.br, hb[:wire.HeaderSize]); err != nil {
+			fail(err)
+			return
+		}
+		h, err := wire.ParseHeader(hb[:wire.HeaderSize], lim)
+		if err != nil {
+			fail(err)
+			return
+		}
+		switch h.Type {
+		case wire.TypeData:
+			if _, err := io.ReadFull(r.br, hb[wire.HeaderSize:]); err != nil {
+				fail(err)
+				return
+			}
+			d, err := wire.ParseData(h, hb[wire.HeaderSize:], lim)
+			if err == nil && d.Session != c.sid {
+				err = fmt.Errorf("%w: segment for session %x on session %x", wire.ErrMalformed, d.Session, c.sid)
+			}
+			if err != nil {
+				fail(err)
+				return
+			}
+			c.rmu.Lock()
+			dst, verdict, err := c.re.Begin(d)
+			c.rmu.Unlock()
+			if err != nil {
+				fail(err)
+				return
+			}
+			switch verdict {
+			case reasm.Write:
+				_, err = io.ReadFull(r.br, dst)
+				if err == nil && d.Flags&wire.FlagCRC != 0 && wire.Checksum(dst) != d.CRC {
+					err = fmt.Errorf("%w: checksum mismatch in message %d at %d", wire.ErrMalformed, d.Message, d.Offset)
+				}
+				c.rmu.Lock()
+				if err != nil {
+					c.re.Abort(d)
+				} else {
+					c.re.Commit(d)
+				}
+				c.notifyRecvLocked()
+				c.rmu.Unlock()
+				if err != nil {
+					fail(err)
+					return
+				}
+				r.bytesIn.Add(uint64(d.Len))
+			case reasm.Discard, reasm.Hold:
+				if cap(scratch) < int(d.Len) {
+					scratch = make([]byte, d.Len)
+				}
+				p := scratch[:d.Len]
+				if _, err := io.ReadFull(r.br, p); err != nil {
+					fail(err)
+					return
+				}
+				if verdict == reasm.Hold {
+					c.rmu.Lock()
+					c.re.Offer(d, p)
+					c.notifyRecvLocked()
+					c.rmu.Unlock()
+				}
+			}
+			r.segsIn.Add(1)
+			r.received.Add(1)
+			if r.br.Buffered() == 0 {
+				r.signal() // acknowledge what we have, piggybacked when the writer is busy anyway
+			}
+		case wire.TypeAck:
+			if _, err := io.ReadFull(r.br, body[:h.Len]); err != nil {
+				fail(err)
+				return
+			}
+			a, err := wire.ParseAck(body[:h.Len])
+			if err == nil {
+				err = c.ack(r, a)
+			}
+			if err != nil {
+				fail(err)
+				return
+			}
+		case wire.TypePing:
+		case wire.TypeGoAway:
+			if _, err := io.ReadFull(r.br, body[:h.Len]); err != nil {
+				fail(err)
+				return
+			}
+			code, _ := wire.ParseGoAway(body[:h.Len])
+			c.rmu.Lock()
+			c.peerGone = true
+			c.notifyRecvLocked()
+			c.rmu.Unlock()
+			if code == wire.GoAwayProtocol {
+				c.log.Warn("peer closed the connection: it saw a protocol violation", "rail", r.name)
+			}
+			c.shutdown(errPeerClosed, false)
+			return
+		default:
+			fail(fmt.Errorf("%w: frame type %#x after the handshake", wire.ErrMalformed, h.Type))
+			return
+		}
+	}
+}
+
+// notifyRecvLocked wakes Recv when a message is ready. Caller holds c.rmu.
+func (c *Conn) notifyRecvLocked() {
+	if c.re.Ready() {
+		close(c.recvReady)
+		c.recvReady = make(chan struct{})
+	}
+}
+
+// ack applies an ACK received on r.
+func (c *Conn) ack(r *rail, a wire.Ack) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !r.up {
+		return nil // its segments were handed to other rails already
+	}
+	if a.Received < r.acked || a.Received-r.acked > uint64(r.unacked.len()) {
+		return fmt.Errorf("%w: ack of %d frames on rail %s, %d sent", ErrProtocol, a.Received, r.name, r.acked+uint64(r.unacked.len()))
+	}
+	for r.acked < a.Received {
+		s := r.unacked.pop()
+		r.acked++
+		s.msg.remaining--
+		if s.msg.remaining == 0 {
+			close(s.msg.done)
+		}
+		putSeg(s)
+	}
+	if a.Credit > c.peerCredit {
+		c.peerCredit = a.Credit
+		c.broadcast()
+	}
+	return nil
+}
+
+// RailStats is one rail's telemetry.
+type RailStats struct {
+	Name string
+	Up   bool
+	// BytesSent and SegmentsSent count DATA frames written (headers
+	// included in bytes); BytesReceived counts payload bytes received.
+	BytesSent, SegmentsSent         uint64
+	BytesReceived, SegmentsReceived uint64
+	// Queued and QueuedBytes are the rail's send-queue length now.
+	Queued      int
+	QueuedBytes int64
+	// LastWait is the queueing delay of the last segment that left the
+	// queue; LastWaitSegments is the same in units of one segment's
+	// transmission time (wait_time), 0 while the rate is unknown.
+	LastWait         time.Duration
+	LastWaitSegments float64
+	// RateBps is the drain-rate estimate, bits/s.
+	RateBps float64
+	// Errors counts failures seen on the rail.
+	Errors uint64
+}
+
+// Stats is a snapshot of a connection's telemetry.
+type Stats struct {
+	Scheduler        string
+	Rails            []RailStats
+	MessagesSent     uint64
+	MessagesReceived uint64
+	// ReassemblyBytes is the message bytes held for the application now.
+	ReassemblyBytes int64
+	// CreditAvailable is how many bytes of message cost the peer currently
+	// lets this side start.
+	CreditAvailable uint64
+}
+
+// Stats returns a snapshot of the connection's telemetry.
+func (c *Conn) Stats() Stats {
+	var st Stats
+	c.mu.Lock()
+	st.Scheduler = c.sch.Name()
+	st.MessagesSent = c.sentMsgs
+	st.MessagesReceived = c.recvMsgs
+	st.CreditAvailable = c.peerCredit - c.usedCredit
+	for _, r := range c.rails {
+		rs := RailStats{
+			Name: r.name, Up: r.up,
+			BytesSent: r.bytesOut.Load(), SegmentsSent: r.segsOut.Load(),
+			BytesReceived: r.bytesIn.Load(), SegmentsReceived: r.segsIn.Load(),
+			Queued: r.queue.len(), QueuedBytes: r.queuedBytes,
+			LastWait: time.Duration(r.lastWait), RateBps: r.rate, Errors: r.errs.Load(),
+		}
+		if r.rate > 0 {
+			segTime := float64(c.cfg.SegmentSize) * 8 / r.rate * 1e9
+			rs.LastWaitSegments = float64(r.lastWait) / segTime
+		}
+		st.Rails = append(st.Rails, rs)
+	}
+	c.mu.Unlock()
+	c.rmu.Lock()
+	st.ReassemblyBytes = c.re.Held()
+	c.rmu.Unlock()
+	return st
+}

@@ -1,0 +1,359 @@
+package multirail
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	hs "github.com/multirail/multirail/internal/rail"
+	"github.com/multirail/multirail/internal/wire"
+	"github.com/multirail/multirail/sched"
+)
+
+// RailError says which rail failed to join and why.
+type RailError struct {
+	Rail string
+	Err  error
+}
+
+func (e *RailError) Error() string { return fmt.Sprintf("rail %s: %v", e.Rail, e.Err) }
+func (e *RailError) Unwrap() error { return e.Err }
+
+// Dial opens a connection over every rail in cfg.Rails. All rails join one
+// session; Dial fails, naming the rail, if any of them cannot be opened or
+// authenticated within cfg.HandshakeTimeout.
+func Dial(ctx context.Context, cfg Config) (*Conn, error) {
+	c, err := cfg.validate(true)
+	if err != nil {
+		return nil, err
+	}
+	var session [16]byte
+	_, _ = rand.Read(session[:])
+	deadline := time.Now().Add(c.HandshakeTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	type result struct {
+		conn net.Conn
+		ch   wire.Challenge
+		err  error
+	}
+	results := make([]result, len(c.Rails))
+	var wg sync.WaitGroup
+	for i, r := range c.Rails {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i].conn, results[i].ch, results[i].err = dialRail(ctx, c, r, i, session, deadline)
+		}()
+	}
+	wg.Wait()
+	var firstErr error
+	for i, res := range results {
+		if res.err != nil && firstErr == nil {
+			firstErr = &RailError{Rail: c.Rails[i].Name, Err: res.err}
+		}
+	}
+	if firstErr == nil {
+		seg := results[0].ch.SegmentSize
+		win := results[0].ch.Window
+		for i, res := range results {
+			if res.ch.SegmentSize != seg || res.ch.Window != win || res.ch.MaxMessage != results[0].ch.MaxMessage {
+				firstErr = &RailError{Rail: c.Rails[i].Name, Err: fmt.Errorf("%w: parameters differ between rails", wire.ErrMalformed)}
+			}
+		}
+	}
+	if firstErr != nil {
+		for _, res := range results {
+			if res.conn != nil {
+				_ = res.conn.Close()
+			}
+		}
+		return nil, firstErr
+	}
+	sch, err := c.newScheduler(len(c.Rails))
+	if err != nil {
+		return nil, err
+	}
+	inits := make([]railInit, len(c.Rails))
+	for i, r := range c.Rails {
+		inits[i] = railInit{c: results[i].conn, name: r.Name, nominal: r.Bandwidth}
+	}
+	ch := results[0].ch
+	return newConn(c, session, inits, peerParams{seg: int(ch.SegmentSize), window: ch.Window, maxMsg: ch.MaxMessage}, sch)
+}
+
+func dialRail(ctx context.Context, c config, r Rail, idx int, session [16]byte, deadline time.Time) (net.Conn, wire.Challenge, error) {
+	d := net.Dialer{Deadline: deadline}
+	if r.Local != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(r.Local)}
+	}
+	conn, err := d.DialContext(ctx, "tcp", r.Addr)
+	if err != nil {
+		return nil, wire.Challenge{}, err
+	}
+	hello := wire.Hello{
+		Version: wire.Version, Rail: uint16(idx), Rails: uint16(len(c.Rails)), Session: session,
+		SegmentSize: uint32(c.SegmentSize), Window: uint64(c.MaxReceiveBuffer), MaxMessage: uint64(c.MaxMessageSize),
+	}
+	_, _ = rand.Read(hello.Nonce[:])
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	ch, err := hs.Dial(conn, hello, c.token, deadline)
+	stop()
+	if err != nil {
+		_ = conn.Close()
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return nil, ch, err
+	}
+	return conn, ch, nil
+}
+
+// Listener accepts multi-rail connections. Every rail of a peer's
+// connection connects to the same listening address.
+type Listener struct {
+	cfg   config
+	ln    net.Listener
+	slots chan struct{} // bounds concurrent handshakes
+	conns chan *Conn
+
+	mu       sync.Mutex
+	sessions map[[16]byte]*pending
+	closed   bool
+	done     chan struct{}
+	wg       sync.WaitGroup
+}
+
+// pending is a session whose rails are still joining.
+type pending struct {
+	rails []net.Conn
+	hello wire.Hello
+	n     int
+	timer *time.Timer
+}
+
+// Listen listens for multi-rail connections on the TCP address addr
+// ("host:port"; port 0 picks one). cfg.Rails is optional here: when given,
+// rail i's Bandwidth is used for the reverse direction's scheduler.
+func Listen(addr string, cfg Config) (*Listener, error) {
+	c, err := cfg.validate(false)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	l := &Listener{cfg: c, ln: ln, slots: make(chan struct{}, c.MaxHandshakes), conns: make(chan *Conn, 16),
+		sessions: make(map[[16]byte]*pending), done: make(chan struct{})}
+	l.wg.Add(1)
+	go l.acceptLoop()
+	return l, nil
+}
+
+// Addr is the listening address.
+func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
+
+// Accept waits for the next connection whose rails have all joined.
+func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-l.done:
+		return nil, ErrClosed
+	}
+}
+
+// Close stops listening, drops sessions still joining and connections not
+// yet accepted. Accepted connections are not affected.
+func (l *Listener) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	close(l.done)
+	for id, p := range l.sessions {
+		l.dropLocked(id, p)
+	}
+	l.mu.Unlock()
+	err := l.ln.Close()
+	l.wg.Wait()
+	for {
+		select {
+		case c := <-l.conns:
+			_ = c.Close()
+		default:
+			return err
+		}
+	}
+}
+
+func (l *Listener) acceptLoop() {
+	defer l.wg.Done()
+	log := l.cfg.Logger
+	for {
+		conn, err := l.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			log.Warn("accept failed", "err", err)
+			select {
+			case <-l.done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			continue
+		}
+		select {
+		case l.slots <- struct{}{}:
+		default:
+			log.Warn("too many handshakes in progress; connection dropped", "peer", conn.RemoteAddr(), "max", l.cfg.MaxHandshakes)
+			_ = conn.Close()
+			continue
+		}
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			defer func() { <-l.slots }()
+			l.handshake(conn)
+		}()
+	}
+}
+
+func (l *Listener) handshake(conn net.Conn) {
+	log := l.cfg.Logger
+	ch := wire.Challenge{SegmentSize: uint32(l.cfg.SegmentSize), Window: uint64(l.cfg.MaxReceiveBuffer), MaxMessage: uint64(l.cfg.MaxMessageSize)}
+	_, _ = rand.Read(ch.Nonce[:])
+	stop := context.AfterFunc(doneCtx{l.done}, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	hello, err := hs.Accept(conn, l.cfg.token, ch, time.Now().Add(l.cfg.HandshakeTimeout))
+	if err != nil {
+		log.Warn("handshake failed; connection closed", "peer", conn.RemoteAddr(), "err", err)
+		_ = conn.Close()
+		return
+	}
+	l.join(conn, hello)
+}
+
+// join adds an authenticated rail to its session; the last rail completes
+// the session and hands the connection to Accept.
+func (l *Listener) join(conn net.Conn, h wire.Hello) {
+	log := l.cfg.Logger
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		_ = conn.Close()
+		return
+	}
+	if int(h.Rails) > MaxRails {
+		l.mu.Unlock()
+		log.Warn("too many rails announced; connection closed", "peer", conn.RemoteAddr(), "rails", h.Rails, "max", MaxRails)
+		hs.Reject(conn, wire.RejectProtocol, fmt.Sprintf("%d rails announced, at most %d allowed", h.Rails, MaxRails))
+		_ = conn.Close()
+		return
+	}
+	p := l.sessions[h.Session]
+	if p == nil {
+		p = &pending{rails: make([]net.Conn, h.Rails), hello: h}
+		l.sessions[h.Session] = p
+		id := h.Session
+		p.timer = time.AfterFunc(l.cfg.HandshakeTimeout, func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.sessions[id] == p {
+				log.Warn("session incomplete after the handshake timeout; dropped", "joined", p.n, "rails", len(p.rails))
+				l.dropLocked(id, p)
+			}
+		})
+	}
+	if h.Rails != p.hello.Rails || h.SegmentSize != p.hello.SegmentSize || h.Window != p.hello.Window || h.MaxMessage != p.hello.MaxMessage || p.rails[h.Rail] != nil {
+		l.mu.Unlock()
+		log.Warn("rail inconsistent with its session; connection closed", "peer", conn.RemoteAddr(), "rail", h.Rail)
+		hs.Reject(conn, wire.RejectSession, "rail inconsistent with its session")
+		_ = conn.Close()
+		return
+	}
+	p.rails[h.Rail] = conn
+	p.n++
+	if p.n < len(p.rails) {
+		l.mu.Unlock()
+		return
+	}
+	p.timer.Stop()
+	delete(l.sessions, h.Session)
+	l.mu.Unlock()
+
+	deadline := time.Now().Add(l.cfg.HandshakeTimeout)
+	inits := make([]railInit, len(p.rails))
+	for i, rc := range p.rails {
+		inits[i] = railInit{c: rc, name: rc.RemoteAddr().String()}
+		if i < len(l.cfg.Rails) {
+			inits[i].nominal = l.cfg.Rails[i].Bandwidth
+			if l.cfg.Rails[i].Name != "" {
+				inits[i].name = l.cfg.Rails[i].Name
+			}
+		}
+	}
+	sch, err := l.cfg.newScheduler(len(p.rails))
+	if err != nil {
+		log.Warn("scheduler unusable for the reverse direction; using shortestqueue", "scheduler", l.cfg.Scheduler, "err", err)
+		sch, _ = sched.New("shortestqueue", sched.Config{Rails: len(p.rails), Seed: l.cfg.Seed})
+	}
+	for _, rc := range p.rails {
+		if err := hs.Welcome(rc, deadline); err != nil {
+			log.Warn("welcome failed; session dropped", "err", err)
+			for _, rc := range p.rails {
+				_ = rc.Close()
+			}
+			return
+		}
+	}
+	c, err := newConn(l.cfg, h.Session, inits, peerParams{seg: int(h.SegmentSize), window: h.Window, maxMsg: h.MaxMessage}, sch)
+	if err != nil {
+		log.Warn("session dropped", "err", err)
+		for _, rc := range p.rails {
+			_ = rc.Close()
+		}
+		return
+	}
+	select {
+	case l.conns <- c:
+	case <-l.done:
+		_ = c.Close()
+	}
+}
+
+func (l *Listener) dropLocked(id [16]byte, p *pending) {
+	p.timer.Stop()
+	delete(l.sessions, id)
+	for _, rc := range p.rails {
+		if rc != nil {
+			_ = rc.Close()
+		}
+	}
+}
+
+// doneCtx is a context that is done when ch is closed.
+type doneCtx struct{ ch <-chan struct{} }
+
+func (d doneCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (d doneCtx) Done() <-chan struct{}       { return d.ch }
+func (d doneCtx) Err() error {
+	select {
+	case <-d.ch:
+		return context.Canceled
+	default:
+		return nil
+	}
+}
+func (d doneCtx) Value(any) any { return nil }

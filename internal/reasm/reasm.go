@@ -1,0 +1,312 @@
+package reasm
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/multirail/multirail/internal/wire"
+)
+
+// Overhead is the fixed cost, in bytes, charged against the credit window
+// for every message on top of its length: it bounds the bookkeeping a peer
+// can make a receiver hold with empty messages.
+const Overhead = 256
+
+// Cost is what a message of n bytes costs against the credit window.
+func Cost(n uint64) uint64 { return n + Overhead }
+
+// ErrCredit is returned (wrapped) when a peer starts a message beyond the
+// credit it was granted: a protocol violation.
+var ErrCredit = errors.New("flow-control credit exceeded")
+
+// ErrInconsistent is returned (wrapped) when a segment contradicts what is
+// known of its message (another total length or tag).
+var ErrInconsistent = errors.New("segment inconsistent with its message")
+
+// Config bounds a Reassembler. All fields are required.
+type Config struct {
+	// SegmentSize is the peer's segment size (from the handshake).
+	SegmentSize int
+	// MaxMessage is the largest message accepted.
+	MaxMessage int64
+	// Window is the initial credit granted to the peer, in bytes of Cost.
+	// It bounds the bytes held (messages being assembled plus messages
+	// complete but not yet taken by Next).
+	Window uint64
+}
+
+// Verdict says what the caller must do with a segment's payload.
+type Verdict int
+
+const (
+	// Write: read the payload into dst, then call Commit (or Abort if the
+	// read failed).
+	Write Verdict = iota
+	// Discard: the segment is a duplicate of one already received; read the
+	// payload and drop it.
+	Discard
+	// Hold: the same segment is being read on another rail right now; read
+	// the payload into a scratch buffer and pass it to Offer.
+	Hold
+)
+
+// Message is a complete message in delivery order.
+type Message struct {
+	ID   uint64
+	Tag  uint32
+	Data []byte
+}
+
+const (
+	slotMissing uint8 = iota
+	slotBusy
+	slotDone
+)
+
+type msg struct {
+	id      uint64
+	tag     uint32
+	data    []byte
+	slots   []uint8
+	missing int
+	held    map[int][]byte // copies offered for busy slots (rare)
+	queued  bool           // in its tag queue
+}
+
+type tagQueue struct {
+	ids  []*msg
+	head int
+}
+
+// Reassembler rebuilds messages from segments that arrive on any rail in any
+// order, drops duplicates, enforces the credit window and releases messages
+// in an order that keeps messages of one tag in the order they were sent.
+//
+// It is pure and not safe for concurrent use: the caller holds a lock
+// around every call. Payload bytes may be read into the slice returned by
+// Begin without the lock, because no other call touches that slice until
+// Commit or Abort.
+type Reassembler struct {
+	cfg     Config
+	lim     wire.Limits
+	msgs    map[uint64]*msg
+	unknown uint64 // smallest id not yet seen; every id below it is known or delivered
+	tags    map[uint32]*tagQueue
+	ready   []*msg
+	used    uint64 // cost of every message the peer has started
+	granted uint64 // credit granted, cumulative
+	held    int64  // bytes of messages in memory
+}
+
+// New returns a Reassembler for cfg.
+func New(cfg Config) (*Reassembler, error) {
+	if cfg.SegmentSize < wire.MinSegmentSize || cfg.SegmentSize > wire.MaxSegmentSize {
+		return nil, fmt.Errorf("reasm: SegmentSize = %d, allowed %d..%d", cfg.SegmentSize, wire.MinSegmentSize, wire.MaxSegmentSize)
+	}
+	if cfg.MaxMessage < 0 {
+		return nil, fmt.Errorf("reasm: MaxMessage = %d, need >= 0", cfg.MaxMessage)
+	}
+	if cfg.Window < Cost(uint64(cfg.MaxMessage)) {
+		return nil, fmt.Errorf("reasm: Window = %d, need >= MaxMessage + %d = %d", cfg.Window, Overhead, Cost(uint64(cfg.MaxMessage)))
+	}
+	return &Reassembler{
+		cfg:     cfg,
+		lim:     wire.Limits{SegmentSize: cfg.SegmentSize, MaxMessage: cfg.MaxMessage},
+		msgs:    make(map[uint64]*msg),
+		unknown: 1,
+		tags:    make(map[uint32]*tagQueue),
+		granted: cfg.Window,
+	}, nil
+}
+
+// Limits returns the wire limits to decode the peer's DATA frames with.
+func (r *Reassembler) Limits() wire.Limits { return r.lim }
+
+// Granted is the cumulative credit granted to the peer (what ACK frames
+// carry).
+func (r *Reassembler) Granted() uint64 { return r.granted }
+
+// Held is the number of message bytes currently held in memory.
+func (r *Reassembler) Held() int64 { return r.held }
+
+// Pending is the number of messages known and not yet taken by Next.
+func (r *Reassembler) Pending() int { return len(r.msgs) }
+
+func (r *Reassembler) slot(d *wire.Data) int { return int(d.Offset / uint64(r.cfg.SegmentSize)) }
+
+// Begin accepts the header of a segment that passed wire.ParseData with
+// r.Limits(). It returns where to read the payload and what to do with it.
+// An error means the peer violated the protocol; the connection must go.
+func (r *Reassembler) Begin(d wire.Data) ([]byte, Verdict, error) {
+	m, ok := r.msgs[d.Message]
+	if !ok {
+		if d.Message < r.unknown {
+			return nil, Discard, nil // delivered already: a resent duplicate
+		}
+		c := Cost(d.Total)
+		if r.used+c > r.granted {
+			return nil, 0, fmt.Errorf("%w: message %d costs %d, %d of %d credit used", ErrCredit, d.Message, c, r.used, r.granted)
+		}
+		r.used += c
+		n := 1
+		if d.Total > 0 {
+			n = int((d.Total + uint64(r.cfg.SegmentSize) - 1) / uint64(r.cfg.SegmentSize))
+		}
+		m = &msg{id: d.Message, tag: d.Tag, data: make([]byte, d.Total), slots: make([]uint8, n), missing: n}
+		r.msgs[d.Message] = m
+		r.held += int64(d.Total)
+		r.advance()
+	}
+	if uint64(len(m.data)) != d.Total || m.tag != d.Tag {
+		return nil, 0, fmt.Errorf("%w: message %d has %d bytes tag %d, segment says %d bytes tag %d",
+			ErrInconsistent, d.Message, len(m.data), m.tag, d.Total, d.Tag)
+	}
+	i := r.slot(&d)
+	switch m.slots[i] {
+	case slotDone:
+		return nil, Discard, nil
+	case slotBusy:
+		return nil, Hold, nil
+	}
+	m.slots[i] = slotBusy
+	return m.data[d.Offset : d.Offset+uint64(d.Len)], Write, nil
+}
+
+// Commit records that the payload of a segment Begin answered with Write
+// is in place.
+func (r *Reassembler) Commit(d wire.Data) {
+	m := r.msgs[d.Message]
+	if m == nil {
+		return
+	}
+	i := r.slot(&d)
+	if m.slots[i] != slotBusy {
+		return
+	}
+	m.slots[i] = slotDone
+	delete(m.held, i)
+	r.done(m)
+}
+
+// Abort records that reading the payload of a segment Begin answered with
+// Write failed. If another rail offered the same segment meanwhile, that
+// copy is used.
+func (r *Reassembler) Abort(d wire.Data) {
+	m := r.msgs[d.Message]
+	if m == nil {
+		return
+	}
+	i := r.slot(&d)
+	if m.slots[i] != slotBusy {
+		return
+	}
+	if p, ok := m.held[i]; ok {
+		copy(m.data[d.Offset:], p)
+		delete(m.held, i)
+		m.slots[i] = slotDone
+		r.done(m)
+		return
+	}
+	m.slots[i] = slotMissing
+}
+
+// Offer hands in the payload of a segment Begin answered with Hold. If the
+// segment is still being read elsewhere a copy is kept for the case that
+// read fails; if it went missing meanwhile the payload fills it.
+func (r *Reassembler) Offer(d wire.Data, payload []byte) {
+	m := r.msgs[d.Message]
+	if m == nil || uint32(len(payload)) != d.Len {
+		return
+	}
+	i := r.slot(&d)
+	switch m.slots[i] {
+	case slotMissing:
+		copy(m.data[d.Offset:], payload)
+		m.slots[i] = slotDone
+		r.done(m)
+	case slotBusy:
+		if m.held == nil {
+			m.held = make(map[int][]byte)
+		}
+		if _, ok := m.held[i]; !ok {
+			m.held[i] = append([]byte(nil), payload...)
+		}
+	}
+}
+
+func (r *Reassembler) done(m *msg) {
+	m.missing--
+	if m.missing == 0 && m.queued {
+		// Only the head of its tag's FIFO may become ready here: a later
+		// message waits for Next to take the ones before it, and a head that
+		// completed earlier is in ready already.
+		if q := r.tags[m.tag]; q.ids[q.head] == m {
+			r.ready = append(r.ready, m)
+		}
+	}
+}
+
+// advance moves the unknown mark over ids that are now known, queueing each
+// in its tag's FIFO: ids enter in increasing order, so every FIFO is sorted.
+func (r *Reassembler) advance() {
+	for {
+		m, ok := r.msgs[r.unknown]
+		if !ok {
+			return
+		}
+		r.unknown++
+		q := r.tags[m.tag]
+		if q == nil {
+			q = &tagQueue{}
+			r.tags[m.tag] = q
+		}
+		q.ids = append(q.ids, m)
+		m.queued = true
+		if q.head == len(q.ids)-1 && m.missing == 0 {
+			r.ready = append(r.ready, m)
+		}
+	}
+}
+
+// promote makes the head of tag's FIFO ready if it is complete.
+func (r *Reassembler) promote(tag uint32) {
+	q := r.tags[tag]
+	if q == nil || q.head >= len(q.ids) {
+		return
+	}
+	if h := q.ids[q.head]; h.missing == 0 {
+		r.ready = append(r.ready, h)
+	}
+}
+
+// Next pops the next message that may be delivered: complete, with every
+// earlier message known, and with every earlier message of its tag
+// delivered. Taking it grants its cost back to the peer as credit.
+func (r *Reassembler) Next() (Message, bool) {
+	if len(r.ready) == 0 {
+		return Message{}, false
+	}
+	m := r.ready[0]
+	r.ready[0] = nil
+	r.ready = r.ready[1:]
+	delete(r.msgs, m.id)
+	q := r.tags[m.tag]
+	q.ids[q.head] = nil
+	q.head++
+	if q.head == len(q.ids) {
+		delete(r.tags, m.tag)
+	} else {
+		if q.head > 64 && q.head*2 > len(q.ids) {
+			q.ids = append(q.ids[:0], q.ids[q.head:]...)
+			q.head = 0
+		}
+		r.promote(m.tag)
+	}
+	r.held -= int64(len(m.data))
+	c := Cost(uint64(len(m.data)))
+	r.granted += c
+	return Message{ID: m.id, Tag: m.tag, Data: m.data}, true
+}
+
+// Ready reports whether Next has a message.
+func (r *Reassembler) Ready() bool { return len(r.ready) > 0 }

@@ -1,0 +1,501 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+)
+
+// Version is the protocol version this package speaks.
+const Version = 1
+
+// Magic opens every HELLO body: it lets a server tell a multirail peer from
+// anything else that connects to its port.
+var Magic = [4]byte{'M', 'R', 'L', 'Y'}
+
+// HeaderSize is the size of the frame header that precedes every frame.
+const HeaderSize = 8
+
+// Frame types.
+const (
+	TypeHello     uint8 = 0x01
+	TypeChallenge uint8 = 0x02
+	TypeAuth      uint8 = 0x03
+	TypeWelcome   uint8 = 0x04
+	TypeReject    uint8 = 0x05
+	TypeData      uint8 = 0x10
+	TypeAck       uint8 = 0x11
+	TypeGoAway    uint8 = 0x12
+	TypePing      uint8 = 0x13
+	TypeFeedback  uint8 = 0x20 // reserved for loss-tolerant stages
+)
+
+// Flags of a DATA frame.
+const (
+	FlagCRC uint8 = 1 << 0 // the CRC field holds the CRC32C of the payload
+)
+
+// Fixed body sizes.
+const (
+	HelloSize     = 4 + 1 + 1 + 2 + 2 + 2 + 16 + 16 + 4 + 8 + 8 // 64
+	ChallengeSize = 1 + 3 + 16 + 32 + 4 + 8 + 8             // 72
+	AuthSize      = 32 + 8                                  // 40
+	DataFixedSize = 8 + 8 + 4 + 4 + 8 + 8                   // 40
+	AckSize       = 8 + 8                                   // 16
+	GoAwaySize    = 2
+	MaxReason     = 256
+	// MaxControlBody bounds the body of every frame that is not DATA.
+	MaxControlBody = 2 + MaxReason
+	// MinSegmentSize and MaxSegmentSize bound the segment size a peer may
+	// announce.
+	MinSegmentSize = 512
+	MaxSegmentSize = 64 << 20
+)
+
+// DataHeaderSize is the number of bytes on the wire before a DATA payload.
+const DataHeaderSize = HeaderSize + DataFixedSize
+
+// Errors. Every decoding error wraps ErrMalformed.
+var (
+	ErrMalformed = errors.New("malformed frame")
+	ErrVersion   = errors.New("unsupported protocol version")
+)
+
+// Header is the 8-byte frame header: type, flags, two reserved zero bytes and
+// the big-endian body length.
+type Header struct {
+	Type  uint8
+	Flags uint8
+	Len   uint32
+}
+
+// Limits are what a receiver accepts from its peer; they come from the
+// handshake and the local configuration.
+type Limits struct {
+	SegmentSize int   // the peer's announced segment size
+	MaxMessage  int64 // largest message accepted
+}
+
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
+}
+
+// PutHeader encodes h into b[:HeaderSize].
+func PutHeader(b []byte, h Header) {
+	_ = b[HeaderSize-1]
+	b[0] = h.Type
+	b[1] = h.Flags
+	b[2], b[3] = 0, 0
+	binary.BigEndian.PutUint32(b[4:8], h.Len)
+}
+
+// ParseHeader decodes and checks a frame header. lim bounds DATA frames;
+// every other frame type has a small fixed bound. It rejects unknown types,
+// non-zero reserved bytes, unknown flags and lengths that do not fit.
+func ParseHeader(b []byte, lim Limits) (Header, error) {
+	if len(b) < HeaderSize {
+		return Header{}, malformed("short header: %d bytes", len(b))
+	}
+	h := Header{Type: b[0], Flags: b[1], Len: binary.BigEndian.Uint32(b[4:8])}
+	if b[2] != 0 || b[3] != 0 {
+		return h, malformed("reserved header bytes %#x %#x", b[2], b[3])
+	}
+	if h.Type != TypeData && h.Flags != 0 {
+		return h, malformed("flags %#x on frame type %#x", h.Flags, h.Type)
+	}
+	var want uint32
+	switch h.Type {
+	case TypeHello:
+		want = HelloSize
+	case TypeChallenge:
+		want = ChallengeSize
+	case TypeAuth:
+		want = AuthSize
+	case TypeWelcome, TypePing:
+		want = 0
+	case TypeAck:
+		want = AckSize
+	case TypeGoAway:
+		want = GoAwaySize
+	case TypeReject:
+		if h.Len < 2 || h.Len > 2+MaxReason {
+			return h, malformed("reject body of %d bytes (allowed 2..%d)", h.Len, 2+MaxReason)
+		}
+		return h, nil
+	case TypeData:
+		if h.Flags&^FlagCRC != 0 {
+			return h, malformed("unknown data flags %#x", h.Flags)
+		}
+		if lim.SegmentSize <= 0 {
+			return h, malformed("no segment size negotiated")
+		}
+		max := DataFixedSize + uint64(lim.SegmentSize)
+		if h.Len < DataFixedSize || uint64(h.Len) > max {
+			return h, malformed("data body of %d bytes (allowed %d..%d)", h.Len, DataFixedSize, max)
+		}
+		return h, nil
+	default:
+		return h, malformed("unknown frame type %#x", h.Type)
+	}
+	if h.Len != want {
+		return h, malformed("frame type %#x with body of %d bytes (want %d)", h.Type, h.Len, want)
+	}
+	return h, nil
+}
+
+// Hello opens every rail: the dialing side names the session and the rail,
+// and states its parameters.
+type Hello struct {
+	Version     uint8
+	Rail        uint16 // index of this rail, < Rails
+	Rails       uint16 // number of rails in the session, >= 1
+	Session     [16]byte
+	Nonce       [16]byte
+	SegmentSize uint32 // segment size the dialer sends with
+	Window      uint64 // bytes the dialer will hold for the peer (initial credit)
+	MaxMessage  uint64 // largest message the dialer accepts
+}
+
+// AppendHello appends a whole HELLO frame to b.
+func AppendHello(b []byte, m Hello) []byte {
+	b = appendHeader(b, TypeHello, 0, HelloSize)
+	b = append(b, Magic[:]...)
+	b = append(b, m.Version, 0)
+	b = binary.BigEndian.AppendUint16(b, m.Rail)
+	b = binary.BigEndian.AppendUint16(b, m.Rails)
+	b = append(b, 0, 0)
+	b = append(b, m.Session[:]...)
+	b = append(b, m.Nonce[:]...)
+	b = binary.BigEndian.AppendUint32(b, m.SegmentSize)
+	b = binary.BigEndian.AppendUint64(b, m.Window)
+	b = binary.BigEndian.AppendUint64(b, m.MaxMessage)
+	return b
+}
+
+// ParseHello decodes a HELLO body. A body with the right magic but another
+// version yields an error wrapping ErrVersion and the Hello with its Version
+// set, so the caller can say which version the peer spoke.
+func ParseHello(body []byte) (Hello, error) {
+	var m Hello
+	if len(body) != HelloSize {
+		return m, malformed("hello of %d bytes", len(body))
+	}
+	if [4]byte(body[0:4]) != Magic {
+		return m, malformed("bad magic %q", body[0:4])
+	}
+	m.Version = body[4]
+	if m.Version != Version {
+		return m, fmt.Errorf("%w: peer speaks version %d, this side speaks %d", ErrVersion, m.Version, Version)
+	}
+	if body[5] != 0 || body[10] != 0 || body[11] != 0 {
+		return m, malformed("reserved hello bytes not zero")
+	}
+	m.Rail = binary.BigEndian.Uint16(body[6:8])
+	m.Rails = binary.BigEndian.Uint16(body[8:10])
+	copy(m.Session[:], body[12:28])
+	copy(m.Nonce[:], body[28:44])
+	m.SegmentSize = binary.BigEndian.Uint32(body[44:48])
+	m.Window = binary.BigEndian.Uint64(body[48:56])
+	m.MaxMessage = binary.BigEndian.Uint64(body[56:64])
+	if m.Rails == 0 || m.Rail >= m.Rails {
+		return m, malformed("rail %d of %d", m.Rail, m.Rails)
+	}
+	if m.SegmentSize < MinSegmentSize || m.SegmentSize > MaxSegmentSize {
+		return m, malformed("segment size %d (allowed %d..%d)", m.SegmentSize, MinSegmentSize, MaxSegmentSize)
+	}
+	return m, nil
+}
+
+// Challenge is the accepting side's answer to a Hello: its own nonce, its
+// proof that it knows the token, and its parameters.
+type Challenge struct {
+	Version     uint8
+	Nonce       [16]byte
+	Proof       [32]byte
+	SegmentSize uint32
+	Window      uint64
+	MaxMessage  uint64
+}
+
+// AppendChallenge appends a whole CHALLENGE frame to b.
+func AppendChallenge(b []byte, m Challenge) []byte {
+	b = appendHeader(b, TypeChallenge, 0, ChallengeSize)
+	b = append(b, m.Version, 0, 0, 0)
+	b = append(b, m.Nonce[:]...)
+	b = append(b, m.Proof[:]...)
+	b = binary.BigEndian.AppendUint32(b, m.SegmentSize)
+	b = binary.BigEndian.AppendUint64(b, m.Window)
+	b = binary.BigEndian.AppendUint64(b, m.MaxMessage)
+	return b
+}
+
+// ParseChallenge decodes a CHALLENGE body.
+func ParseChallenge(body []byte) (Challenge, error) {
+	var m Challenge
+	if len(body) != ChallengeSize {
+		return m, malformed("challenge of %d bytes", len(body))
+	}
+	m.Version = body[0]
+	if m.Version != Version {
+		return m, fmt.Errorf("%w: peer speaks version %d, this side speaks %d", ErrVersion, m.Version, Version)
+	}
+	if body[1] != 0 || body[2] != 0 || body[3] != 0 {
+		return m, malformed("reserved challenge bytes not zero")
+	}
+	copy(m.Nonce[:], body[4:20])
+	copy(m.Proof[:], body[20:52])
+	m.SegmentSize = binary.BigEndian.Uint32(body[52:56])
+	m.Window = binary.BigEndian.Uint64(body[56:64])
+	m.MaxMessage = binary.BigEndian.Uint64(body[64:72])
+	if m.SegmentSize < MinSegmentSize || m.SegmentSize > MaxSegmentSize {
+		return m, malformed("segment size %d (allowed %d..%d)", m.SegmentSize, MinSegmentSize, MaxSegmentSize)
+	}
+	return m, nil
+}
+
+// Auth is the dialing side's proof that it knows the token.
+type Auth struct {
+	Proof [32]byte
+	// Window repeats the dialer's window (it must equal the Hello's).
+	Window uint64
+}
+
+// AppendAuth appends a whole AUTH frame to b.
+func AppendAuth(b []byte, m Auth) []byte {
+	b = appendHeader(b, TypeAuth, 0, AuthSize)
+	b = append(b, m.Proof[:]...)
+	return binary.BigEndian.AppendUint64(b, m.Window)
+}
+
+// ParseAuth decodes an AUTH body.
+func ParseAuth(body []byte) (Auth, error) {
+	var m Auth
+	if len(body) != AuthSize {
+		return m, malformed("auth of %d bytes", len(body))
+	}
+	copy(m.Proof[:], body[:32])
+	m.Window = binary.BigEndian.Uint64(body[32:40])
+	return m, nil
+}
+
+// Reject codes.
+const (
+	RejectVersion  uint16 = 1
+	RejectAuth     uint16 = 2
+	RejectProtocol uint16 = 3
+	RejectBusy     uint16 = 4
+	RejectSession  uint16 = 5
+)
+
+// Reject tells the peer why it is being disconnected during the handshake.
+type Reject struct {
+	Code   uint16
+	Reason string // at most MaxReason bytes
+}
+
+// AppendReject appends a whole REJECT frame; the reason is cut to MaxReason
+// bytes.
+func AppendReject(b []byte, m Reject) []byte {
+	r := m.Reason
+	if len(r) > MaxReason {
+		r = r[:MaxReason]
+	}
+	b = appendHeader(b, TypeReject, 0, uint32(2+len(r)))
+	b = binary.BigEndian.AppendUint16(b, m.Code)
+	return append(b, r...)
+}
+
+// ParseReject decodes a REJECT body.
+func ParseReject(body []byte) (Reject, error) {
+	if len(body) < 2 || len(body) > 2+MaxReason {
+		return Reject{}, malformed("reject of %d bytes", len(body))
+	}
+	return Reject{Code: binary.BigEndian.Uint16(body[:2]), Reason: string(body[2:])}, nil
+}
+
+// AppendWelcome appends a WELCOME frame (the handshake succeeded).
+func AppendWelcome(b []byte) []byte { return appendHeader(b, TypeWelcome, 0, 0) }
+
+// AppendPing appends a PING frame (keeps an idle rail alive).
+func AppendPing(b []byte) []byte { return appendHeader(b, TypePing, 0, 0) }
+
+// Data is the fixed part of a DATA frame: one segment of one message.
+type Data struct {
+	Flags   uint8
+	Session uint64 // low 64 bits of the session id, checked by the receiver
+	Message uint64 // message id, 1, 2, 3, ... in the order the sender's Sends started
+	Tag     uint32
+	CRC     uint32 // CRC32C (Castagnoli) of the payload when Flags&FlagCRC
+	Total   uint64 // length of the whole message
+	Offset  uint64 // where this segment's payload starts in the message
+	Len     uint32 // payload length (from the frame header)
+}
+
+// PutData encodes the whole DATA header (frame header plus fixed part) into
+// b[:DataHeaderSize]. d.Len is the payload length that follows.
+func PutData(b []byte, d Data) {
+	_ = b[DataHeaderSize-1]
+	PutHeader(b, Header{Type: TypeData, Flags: d.Flags, Len: DataFixedSize + d.Len})
+	p := b[HeaderSize:]
+	binary.BigEndian.PutUint64(p[0:8], d.Session)
+	binary.BigEndian.PutUint64(p[8:16], d.Message)
+	binary.BigEndian.PutUint32(p[16:20], d.Tag)
+	binary.BigEndian.PutUint32(p[20:24], d.CRC)
+	binary.BigEndian.PutUint64(p[24:32], d.Total)
+	binary.BigEndian.PutUint64(p[32:40], d.Offset)
+}
+
+// ParseData decodes the fixed part of a DATA body whose frame header h was
+// already accepted by ParseHeader, and checks the segment against lim:
+// message id > 0, total <= MaxMessage, offset a multiple of the segment
+// size, and the payload length exactly min(SegmentSize, Total-Offset) (one
+// empty segment for an empty message).
+func ParseData(h Header, fixed []byte, lim Limits) (Data, error) {
+	var d Data
+	if len(fixed) != DataFixedSize {
+		return d, malformed("data fixed part of %d bytes", len(fixed))
+	}
+	if h.Len < DataFixedSize {
+		return d, malformed("data body of %d bytes", h.Len)
+	}
+	d.Flags = h.Flags
+	d.Len = h.Len - DataFixedSize
+	d.Session = binary.BigEndian.Uint64(fixed[0:8])
+	d.Message = binary.BigEndian.Uint64(fixed[8:16])
+	d.Tag = binary.BigEndian.Uint32(fixed[16:20])
+	d.CRC = binary.BigEndian.Uint32(fixed[20:24])
+	d.Total = binary.BigEndian.Uint64(fixed[24:32])
+	d.Offset = binary.BigEndian.Uint64(fixed[32:40])
+	if d.Flags&FlagCRC == 0 && d.CRC != 0 {
+		return d, malformed("crc field %#x without crc flag", d.CRC)
+	}
+	if d.Message == 0 {
+		return d, malformed("message id 0")
+	}
+	if lim.SegmentSize <= 0 {
+		return d, malformed("no segment size negotiated")
+	}
+	if lim.MaxMessage >= 0 && d.Total > uint64(lim.MaxMessage) {
+		return d, malformed("message of %d bytes exceeds the limit of %d", d.Total, lim.MaxMessage)
+	}
+	seg := uint64(lim.SegmentSize)
+	if d.Offset%seg != 0 {
+		return d, malformed("offset %d not a multiple of the segment size %d", d.Offset, seg)
+	}
+	if d.Total == 0 {
+		if d.Offset != 0 || d.Len != 0 {
+			return d, malformed("segment %d+%d of an empty message", d.Offset, d.Len)
+		}
+		return d, nil
+	}
+	if d.Offset >= d.Total {
+		return d, malformed("offset %d beyond message length %d", d.Offset, d.Total)
+	}
+	if want := min(seg, d.Total-d.Offset); uint64(d.Len) != want {
+		return d, malformed("segment at %d of %d carries %d bytes (want %d)", d.Offset, d.Total, d.Len, want)
+	}
+	return d, nil
+}
+
+// Ack acknowledges DATA frames received on the rail it travels back on, and
+// grants flow-control credit for the whole connection.
+type Ack struct {
+	// Received is the number of DATA frames received on this rail so far
+	// (cumulative).
+	Received uint64
+	// Credit is the total number of bytes of message cost the receiver has
+	// granted since the session began (cumulative, includes the initial
+	// window).
+	Credit uint64
+}
+
+// AppendAck appends a whole ACK frame.
+func AppendAck(b []byte, a Ack) []byte {
+	b = appendHeader(b, TypeAck, 0, AckSize)
+	b = binary.BigEndian.AppendUint64(b, a.Received)
+	return binary.BigEndian.AppendUint64(b, a.Credit)
+}
+
+// ParseAck decodes an ACK body.
+func ParseAck(body []byte) (Ack, error) {
+	if len(body) != AckSize {
+		return Ack{}, malformed("ack of %d bytes", len(body))
+	}
+	return Ack{Received: binary.BigEndian.Uint64(body[:8]), Credit: binary.BigEndian.Uint64(body[8:16])}, nil
+}
+
+// GoAway codes.
+const (
+	GoAwayClose    uint16 = 0 // orderly close of the whole connection
+	GoAwayProtocol uint16 = 1 // the peer violated the protocol
+)
+
+// AppendGoAway appends a GOAWAY frame.
+func AppendGoAway(b []byte, code uint16) []byte {
+	b = appendHeader(b, TypeGoAway, 0, GoAwaySize)
+	return binary.BigEndian.AppendUint16(b, code)
+}
+
+// ParseGoAway decodes a GOAWAY body.
+func ParseGoAway(body []byte) (uint16, error) {
+	if len(body) != GoAwaySize {
+		return 0, malformed("goaway of %d bytes", len(body))
+	}
+	return binary.BigEndian.Uint16(body), nil
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Checksum is the CRC32C of p, as carried by DATA frames with FlagCRC.
+func Checksum(p []byte) uint32 { return crc32.Checksum(p, castagnoli) }
+
+func appendHeader(b []byte, typ, flags uint8, n uint32) []byte {
+	return append(b, typ, flags, 0, 0, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+}
+
+// ErrShort is returned by DecodeFrame when b holds only part of a frame.
+var ErrShort = errors.New("incomplete frame")
+
+// DecodeFrame checks the first whole frame in b: its header and its body,
+// decoded by the parser of its type. It returns the header and the number
+// of bytes the frame occupies. For a DATA frame with FlagCRC it also checks
+// the payload's checksum. It never panics, whatever b holds.
+func DecodeFrame(b []byte, lim Limits) (Header, int, error) {
+	if len(b) < HeaderSize {
+		return Header{}, 0, ErrShort
+	}
+	h, err := ParseHeader(b, lim)
+	if err != nil {
+		return h, 0, err
+	}
+	if uint64(len(b)) < HeaderSize+uint64(h.Len) {
+		return h, 0, ErrShort
+	}
+	n := HeaderSize + int(h.Len)
+	body := b[HeaderSize:n]
+	switch h.Type {
+	case TypeHello:
+		_, err = ParseHello(body)
+	case TypeChallenge:
+		_, err = ParseChallenge(body)
+	case TypeAuth:
+		_, err = ParseAuth(body)
+	case TypeReject:
+		_, err = ParseReject(body)
+	case TypeAck:
+		_, err = ParseAck(body)
+	case TypeGoAway:
+		_, err = ParseGoAway(body)
+	case TypeData:
+		var d Data
+		d, err = ParseData(h, body[:DataFixedSize], lim)
+		if err == nil && d.Flags&FlagCRC != 0 && Checksum(body[DataFixedSize:]) != d.CRC {
+			err = malformed("payload checksum mismatch")
+		}
+	}
+	if err != nil {
+		return h, 0, err
+	}
+	return h, n, nil
+}

@@ -1,0 +1,134 @@
+package sched
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+)
+
+// RailState is what the transport (or the simulator) tells a scheduler about
+// one rail at the moment of a decision. All fields are plain values so a
+// decision needs no allocation.
+type RailState struct {
+	// Up is false for a rail that is broken or not yet joined; schedulers
+	// must never pick a rail that is not up.
+	Up bool
+	// Queued is counter[i]: segments currently waiting in the rail's send
+	// queue.
+	Queued int
+	// QueuedBytes is the payload plus header bytes waiting in the queue.
+	QueuedBytes int64
+	// QueueCap is queue_max: the queue's capacity in segments. A rail with
+	// Queued >= QueueCap is full.
+	QueueCap int
+	// LastWait is the queueing delay, in nanoseconds, of the last segment
+	// that left this rail's queue.
+	LastWait int64
+	// SegmentTime is the estimated time, in nanoseconds, to transmit one
+	// full segment on this rail (time_interval); 0 when unknown yet.
+	SegmentTime int64
+	// RateBps is the transport's running estimate of the rail's drain rate
+	// in bits per second; 0 when unknown yet.
+	RateBps float64
+	// NominalBps is the configured bandwidth of the rail in bits per second;
+	// 0 when none was configured.
+	NominalBps float64
+}
+
+// Full reports whether the rail's queue has no room for another segment.
+func (r *RailState) Full() bool { return r.Queued >= r.QueueCap }
+
+// Usable reports whether a segment can be queued on the rail now.
+func (r *RailState) Usable() bool { return r.Up && !r.Full() }
+
+// Scheduler decides, segment by segment, which rail a segment goes to.
+//
+// Implementations are pure: no I/O, no goroutines, no clock, no global RNG.
+// Time is passed in as nanoseconds since an arbitrary origin. A Scheduler is
+// not safe for concurrent use; the caller serialises calls.
+type Scheduler interface {
+	// Name is the registry name of the scheduler (e.g. "roundrobin").
+	Name() string
+	// Pick returns the rail for the next segment of size bytes. rails has
+	// one entry per rail, indexed by rail number. It returns -1 when no
+	// rail should be used right now (the caller waits for a Departed or a
+	// change of rail state and asks again). It may return a rail whose
+	// queue is full: the caller then waits until that rail has room (the
+	// patent's blocking behaviour); it never returns a rail that is not up.
+	Pick(now int64, size int, rails []RailState) int
+	// Departed reports that a segment of size bytes left rail's queue (the
+	// rail's writer took it) after waiting waited nanoseconds in the queue.
+	// rails is the state after the departure.
+	Departed(now int64, rail int, size int, waited int64, rails []RailState)
+}
+
+// Config carries what a scheduler may need to be built. The zero value is
+// valid for schedulers that need nothing.
+type Config struct {
+	// Rails is the number of rails (m). Required, >= 1.
+	Rails int
+	// SegmentSize is seg_max in bytes. 0 means 64 KiB.
+	SegmentSize int
+	// Bandwidths are the configured rail bandwidths in bits per second, one
+	// per rail; required by "weighted" (every entry > 0), ignored otherwise.
+	Bandwidths []float64
+	// Rand is the scheduler's random source. nil means a source seeded with
+	// Seed.
+	Rand *rand.Rand
+	// Seed seeds the random source when Rand is nil.
+	Seed uint64
+}
+
+// ErrUnknown is returned (wrapped) by New for a name not in the registry.
+var ErrUnknown = errors.New("unknown scheduler")
+
+// ErrConfig is returned (wrapped) by New when Config is invalid for the
+// scheduler.
+var ErrConfig = errors.New("invalid scheduler config")
+
+// Factory builds a scheduler from a validated Config.
+type Factory func(cfg Config) (Scheduler, error)
+
+var registry = map[string]Factory{}
+
+// Register adds a scheduler factory under name. It panics on a duplicate
+// name; it is meant to be called from init functions.
+func Register(name string, f Factory) {
+	if _, dup := registry[name]; dup {
+		panic("sched: duplicate scheduler " + name)
+	}
+	registry[name] = f
+}
+
+// Names lists the registered schedulers in sorted order.
+func Names() []string {
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// New builds the scheduler registered under name.
+func New(name string, cfg Config) (Scheduler, error) {
+	f, ok := registry[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q (allowed: %s)", ErrUnknown, name, strings.Join(Names(), ", "))
+	}
+	if cfg.Rails < 1 {
+		return nil, fmt.Errorf("%w: Rails = %d, need >= 1", ErrConfig, cfg.Rails)
+	}
+	if cfg.SegmentSize == 0 {
+		cfg.SegmentSize = 64 << 10
+	}
+	if cfg.SegmentSize < 0 {
+		return nil, fmt.Errorf("%w: SegmentSize = %d, need > 0", ErrConfig, cfg.SegmentSize)
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
+	}
+	return f(cfg)
+}
