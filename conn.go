@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	hs "github.com/multirail/multirail/internal/rail"
 	"github.com/multirail/multirail/internal/reasm"
 	"github.com/multirail/multirail/internal/wire"
 	"github.com/multirail/multirail/sched"
@@ -197,9 +198,7 @@ func newConn(cfg config, session [16]byte, rails []railInit, peer peerParams, sc
 	for i, ri := range rails {
 		r := &rail{idx: i, name: ri.name, nominal: ri.nominal, c: ri.c, up: true,
 			br: bufio.NewReaderSize(ri.c, 64<<10), wake: make(chan struct{}, 1), goneAway: make(chan struct{})}
-		if tc, ok := ri.c.(*net.TCPConn); ok {
-			_ = tc.SetNoDelay(true)
-		}
+		hs.Tune(ri.c, max(2*cfg.SegmentSize, 128<<10))
 		c.rails = append(c.rails, r)
 	}
 	for _, r := range c.rails {
@@ -329,18 +328,26 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) error {
 	}
 }
 
-// enqueueLocked asks the scheduler for a rail and queues s on it, waiting
-// (with c.mu released) while the chosen rail is full or no rail is usable.
+// enqueueLocked asks the scheduler for a rail and queues s on it. When the
+// chosen rail is full it waits (with c.mu released) for room on that rail,
+// as the scheduler decided; when no rail is acceptable it waits for any
+// change and asks again.
 func (c *Conn) enqueueLocked(s *segment) error {
 	size := len(s.payload) + wire.DataHeaderSize
+	chosen := -1
 	for {
 		if err := c.closedErrNonBlocking(); err != nil {
 			return err
 		}
-		c.fillStates()
-		i := c.sch.Pick(c.now(), size, c.states)
-		if i >= 0 && i < len(c.rails) && c.rails[i].up && c.rails[i].queue.len() < c.cfg.QueueDepth {
-			c.push(c.rails[i], s)
+		if chosen < 0 || !c.rails[chosen].up {
+			c.fillStates()
+			chosen = c.sch.Pick(c.now(), size, c.states)
+			if chosen >= len(c.rails) || (chosen >= 0 && !c.rails[chosen].up) {
+				chosen = -1 // a scheduler bug must not wedge the connection
+			}
+		}
+		if chosen >= 0 && c.rails[chosen].queue.len() < c.cfg.QueueDepth {
+			c.push(c.rails[chosen], s)
 			return nil
 		}
 		if !c.anyUp() {

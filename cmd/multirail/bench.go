@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/multirail/multirail"
+	"github.com/multirail/multirail/emu"
+	"github.com/multirail/multirail/internal/bench"
+	"github.com/multirail/multirail/sched"
+	"github.com/spf13/cobra"
+)
+
+type benchFlags struct {
+	rails, sched, size, load, baseline, segment string
+	duration                                     time.Duration
+	queue, window                                int
+	json, rtt, quiet                             bool
+}
+
+// benchPlan is validated bench input.
+type benchPlan struct {
+	specs    []emu.Spec
+	scheds   []string
+	size     int
+	duration time.Duration
+	loads    []emu.Load
+	segment  int
+	baseline bool
+}
+
+func (f *benchFlags) plan() (benchPlan, error) {
+	var p benchPlan
+	specs, err := emu.ParseSpecs(f.rails)
+	if err != nil {
+		return p, usageError{fmt.Errorf("--rails: %w", err)}
+	}
+	for _, s := range specs {
+		if s.Kind == "tcp" {
+			return p, usagef("--rails %q: bench runs emu: and loop rails in one process; use `multirail send` for tcp: rails", s.String())
+		}
+	}
+	p.specs = specs
+	if f.sched == "all" {
+		p.scheds = sched.Names()
+	} else {
+		for _, n := range strings.Split(f.sched, ",") {
+			if _, err := sched.New(n, sched.Config{Rails: 1, Bandwidths: []float64{1}}); err != nil {
+				return p, usagef("--sched %q: unknown scheduler (allowed: %s, or all)", n, strings.Join(sched.Names(), ", "))
+			}
+			p.scheds = append(p.scheds, n)
+		}
+	}
+	if slicesContains(p.scheds, "weighted") {
+		for _, s := range specs {
+			if s.Kind != "emu" {
+				if f.sched == "all" {
+					p.scheds = slicesDelete(p.scheds, "weighted")
+					break
+				}
+				return p, usagef("--sched weighted needs a rate on every rail; %q has none (use emu:RATE rails)", s.String())
+			}
+		}
+	}
+	size, err := parseSize("size", f.size, 1, multirail.DefaultMaxMessageSize)
+	if err != nil {
+		return p, err
+	}
+	p.size = int(size)
+	if f.duration < 100*time.Millisecond || f.duration > 24*time.Hour {
+		return p, usagef("--duration %v is out of range: allowed 100ms..24h", f.duration)
+	}
+	p.duration = f.duration
+	if p.loads, err = emu.ParseLoads(f.load, len(specs)); err != nil {
+		return p, usageError{fmt.Errorf("--load: %w", err)}
+	}
+	for _, l := range p.loads {
+		if specs[l.Rail].Kind != "emu" {
+			return p, usagef("--load %s: rail %d is %q; background load needs an emu: rail", l.String(), l.Rail, specs[l.Rail].String())
+		}
+	}
+	if f.segment != "" {
+		seg, err := parseSize("segment", f.segment, 512, 64<<20)
+		if err != nil {
+			return p, err
+		}
+		p.segment = int(seg)
+	}
+	if f.queue < 0 || f.queue > 65536 {
+		return p, usagef("--queue %d is out of range: allowed 1..65536 segments (0 = default %d)", f.queue, multirail.DefaultQueueDepth)
+	}
+	if f.window < 1 || f.window > 1024 {
+		return p, usagef("--window %d is out of range: allowed 1..1024 concurrent sends", f.window)
+	}
+	switch f.baseline {
+	case "":
+	case "tcp":
+		p.baseline = true
+	default:
+		return p, usagef("--baseline %q: allowed tcp (or leave it out)", f.baseline)
+	}
+	return p, nil
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func slicesDelete(s []string, v string) []string {
+	var out []string
+	for _, x := range s {
+		if x != v {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func newBench(g *globals) *cobra.Command {
+	f := &benchFlags{}
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure schedulers over emulated or loopback rails, in one process",
+		Long: `bench runs both ends of a multirail connection in this process over the given
+rails and sends messages of --size bytes back to back for --duration.
+
+Rails: emu:RATE[/DELAY] is an emulated rail (loopback TCP shaped in user space,
+e.g. emu:200mbit/2ms); loop is an unshaped loopback TCP rail.
+--load RAIL:FRACTION@T takes FRACTION of rail RAIL's capacity away from T on
+(emulated background load), e.g. 0:0.5@4s.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := f.plan()
+			if err != nil {
+				return err
+			}
+			return runBench(cmd.Context(), g, f, p)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.rails, "rails", "emu:200mbit,emu:100mbit,emu:50mbit", "comma-separated rail specs (emu:RATE[/DELAY], loop)")
+	fl.StringVar(&f.sched, "sched", "all", "scheduler name, comma-separated names, or all ("+strings.Join(sched.Names(), ", ")+")")
+	fl.StringVar(&f.size, "size", "4MiB", "message size ("+sizeForm+")")
+	fl.DurationVar(&f.duration, "duration", 10*time.Second, "how long each scheduler sends")
+	fl.StringVar(&f.load, "load", "", "background load steps RAIL:FRACTION@T, comma-separated")
+	fl.StringVar(&f.baseline, "baseline", "", "also measure a plain TCP stream over the same kind of path (tcp)")
+	fl.StringVar(&f.segment, "segment", "", "segment size (default 64KiB)")
+	fl.IntVar(&f.queue, "queue", 0, "per-rail send-queue depth in segments (default 16)")
+	fl.IntVar(&f.window, "window", 4, "concurrent sends in flight")
+	fl.BoolVar(&f.json, "json", false, "print one JSON object on stdout")
+	fl.BoolVar(&f.rtt, "rtt", false, "also measure the 1-byte round trip (implied by --baseline tcp)")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr")
+	return cmd
+}
+
+// benchReport is bench's JSON output with --sched all (or several names).
+type benchReport struct {
+	Results  []bench.Result  `json:"results"`
+	Baseline *bench.Baseline `json:"baseline,omitempty"`
+}
+
+func runBench(ctx context.Context, g *globals, f *benchFlags, p benchPlan) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+	var rep benchReport
+	for _, name := range p.scheds {
+		prog := newProgress(g.stderr, f.quiet, name, p.specs, p.duration)
+		r, err := bench.Run(ctx, bench.Options{
+			Rails: p.specs, Sched: name, Size: p.size, Duration: p.duration, Loads: p.loads,
+			SegmentSize: p.segment, QueueDepth: f.queue, Window: f.window, RTT: f.rtt || p.baseline,
+			Progress: prog.update, Logger: g.logger(),
+		})
+		prog.done()
+		if err != nil {
+			return fmt.Errorf("bench %s: %w", name, err)
+		}
+		rep.Results = append(rep.Results, r)
+	}
+	if p.baseline {
+		b, err := bench.TCPBaseline(ctx, p.specs[0], p.size, p.duration)
+		if err != nil {
+			return fmt.Errorf("baseline: %w", err)
+		}
+		rep.Baseline = &b
+	}
+	if f.json {
+		return writeBenchJSON(g.stdout, f.sched, rep)
+	}
+	printBenchTable(g.stdout, rep)
+	return nil
+}
+
+// writeBenchJSON prints one object: the result itself for a single
+// scheduler, {"results":[...]} for several.
+func writeBenchJSON(w io.Writer, schedFlag string, rep benchReport) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if len(rep.Results) == 1 && schedFlag != "all" && !strings.Contains(schedFlag, ",") {
+		type single struct {
+			bench.Result
+			Baseline *bench.Baseline `json:"baseline,omitempty"`
+		}
+		return enc.Encode(single{rep.Results[0], rep.Baseline})
+	}
+	return enc.Encode(rep)
+}
+
+func printBenchTable(w io.Writer, rep benchReport) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "sched\tgoodput Mbit/s\tcapacity Mbit/s\tefficiency\tper rail Mbit/s\tp50 latency\tp99 latency\t1-byte RTT\t")
+	for _, r := range rep.Results {
+		var per []string
+		for _, rr := range r.Rails {
+			per = append(per, mbit(rr.GoodputBps))
+		}
+		eff := "-"
+		if r.CapacityBps > 0 {
+			eff = fmt.Sprintf("%.1f %%", 100*r.Efficiency)
+		}
+		capa := "-"
+		if r.CapacityBps > 0 {
+			capa = mbit(r.CapacityBps)
+		}
+		rtt := "-"
+		if r.RTTP50 > 0 {
+			rtt = dur(r.RTTP50)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Sched, mbit(r.GoodputBps), capa, eff,
+			strings.Join(per, "/"), dur(r.LatencyP50), dur(r.LatencyP99), rtt)
+	}
+	if b := rep.Baseline; b != nil {
+		fmt.Fprintf(tw, "plain TCP\t%s\t-\t-\t-\t-\t-\t%s\t\n", mbit(b.GoodputBps), dur(b.LatencyP50))
+	}
+	tw.Flush()
+	if b := rep.Baseline; b != nil && b.GoodputBps > 0 {
+		for _, r := range rep.Results {
+			fmt.Fprintf(w, "%s vs plain TCP: goodput %.2fx", r.Sched, r.GoodputBps/b.GoodputBps)
+			if r.RTTP50 > 0 && b.LatencyP50 > 0 {
+				fmt.Fprintf(w, ", 1-byte round trip %.2fx", r.RTTP50/b.LatencyP50)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+}
+
+func dur(s float64) string { return time.Duration(s * 1e9).Round(time.Microsecond / 10).String() }

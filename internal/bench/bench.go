@@ -1,0 +1,476 @@
+// Package bench measures multirail connections over emulated or loopback
+// rails inside one process: both endpoints, the emulated links and a plain
+// TCP baseline, side by side in the same run. It backs `multirail bench`
+// and `multirail demo`.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/multirail/multirail"
+	"github.com/multirail/multirail/emu"
+)
+
+// Options describe one measurement.
+type Options struct {
+	Rails       []emu.Spec
+	Sched       string
+	Size        int
+	Duration    time.Duration
+	Loads       []emu.Load
+	SegmentSize int
+	QueueDepth  int
+	// Window is the number of Sends kept in flight (each on its own tag).
+	Window int
+	// RTT also measures the 1-byte round trip after the goodput run.
+	RTT bool
+	// Progress, when set, is called about every 100 ms with the elapsed
+	// time and the payload bytes received so far on each rail.
+	Progress func(elapsed time.Duration, perRail []uint64)
+	Logger   *slog.Logger
+}
+
+// RailResult is one rail's share of a run.
+type RailResult struct {
+	Name        string  `json:"name"`
+	CapacityBps float64 `json:"capacity_bps"`
+	GoodputBps  float64 `json:"goodput_bps"`
+}
+
+// Result is one scheduler's run, in the JSON shape of the CLI contract.
+type Result struct {
+	Sched       string       `json:"sched"`
+	Size        int          `json:"size"`
+	DurationS   float64      `json:"duration_s"`
+	Messages    int          `json:"messages"`
+	GoodputBps  float64      `json:"goodput_bps"`
+	CapacityBps float64      `json:"capacity_bps"`
+	Efficiency  float64      `json:"efficiency"`
+	Rails       []RailResult `json:"rails"`
+	LatencyP50  float64      `json:"latency_p50_s"`
+	LatencyP99  float64      `json:"latency_p99_s"`
+	RTTP50      float64      `json:"rtt_p50_s,omitempty"`
+}
+
+// Baseline is a plain TCP stream over the same kind of path.
+type Baseline struct {
+	GoodputBps float64 `json:"goodput_bps"`
+	// LatencyP50 is the 1-byte round trip of plain TCP (compare with
+	// Result.RTTP50).
+	LatencyP50 float64 `json:"latency_p50_s"`
+}
+
+// ErrSpec is returned for rail specs bench cannot run in-process.
+var ErrSpec = errors.New("bench: unsupported rail")
+
+// topology is a listener plus the emulated links in front of it.
+type topology struct {
+	ln    *multirail.Listener
+	links []*emu.Link
+	rails []multirail.Rail
+}
+
+func (t *topology) close() {
+	for _, l := range t.links {
+		if l != nil {
+			_ = l.Close()
+		}
+	}
+	_ = t.ln.Close()
+}
+
+// linkFor returns the address to dial for spec: target itself for loop, an
+// emulated link in front of target for emu.
+func linkFor(spec emu.Spec, rail int, target string, loads []emu.Load, log *slog.Logger) (string, *emu.Link, error) {
+	switch spec.Kind {
+	case "loop":
+		return target, nil, nil
+	case "emu":
+		l, err := emu.NewLink(target, emu.LinkConfig{RateBps: spec.RateBps, Delay: spec.Delay, Loads: emu.RailLoads(loads, rail), Logger: log})
+		if err != nil {
+			return "", nil, err
+		}
+		return l.Addr(), l, nil
+	}
+	return "", nil, fmt.Errorf("%w %q: bench runs emu: and loop rails (use serve/send for tcp: rails)", ErrSpec, spec.String())
+}
+
+func build(o Options, cfg multirail.Config) (*topology, error) {
+	// The accepting side learns the rates too, for its reverse direction.
+	for _, s := range o.Rails {
+		cfg.Rails = append(cfg.Rails, multirail.Rail{Name: s.String(), Bandwidth: s.RateBps})
+	}
+	ln, err := multirail.Listen("127.0.0.1:0", cfg)
+	if err != nil {
+		return nil, err
+	}
+	t := &topology{ln: ln}
+	for i, s := range o.Rails {
+		addr, link, err := linkFor(s, i, ln.Addr().String(), o.Loads, o.Logger)
+		if err != nil {
+			t.close()
+			return nil, err
+		}
+		t.links = append(t.links, link)
+		t.rails = append(t.rails, multirail.Rail{Name: s.String(), Addr: addr, Bandwidth: s.RateBps})
+	}
+	return t, nil
+}
+
+// Run measures one scheduler.
+func Run(ctx context.Context, o Options) (Result, error) {
+	if o.Window <= 0 {
+		o.Window = 4
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	cfg := multirail.Config{Scheduler: o.Sched, SegmentSize: o.SegmentSize, QueueDepth: o.QueueDepth, Logger: o.Logger}
+	top, err := build(o, cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	defer top.close()
+	dcfg := cfg
+	dcfg.Rails = top.rails
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var (
+		srv  *multirail.Conn
+		aerr error
+		wg   sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() { defer wg.Done(); srv, aerr = top.ln.Accept(hctx) }()
+	cli, err := multirail.Dial(hctx, dcfg)
+	wg.Wait()
+	if err != nil {
+		return Result{}, err
+	}
+	if aerr != nil {
+		_ = cli.Close()
+		return Result{}, aerr
+	}
+	defer srv.Close()
+	defer cli.Close()
+
+	res := Result{Sched: cli.Stats().Scheduler, Size: o.Size}
+	start := time.Now()
+	for _, l := range top.links {
+		if l != nil {
+			l.SetEpoch(start)
+		}
+	}
+	lat, msgs, perRail, elapsed, err := stream(ctx, cli, srv, o, start)
+	if err != nil {
+		return res, err
+	}
+	res.DurationS = elapsed.Seconds()
+	res.Messages = msgs
+	end := start.Add(elapsed)
+	for i, l := range top.links {
+		rr := RailResult{Name: top.rails[i].Name, GoodputBps: float64(perRail[i]) * 8 / elapsed.Seconds()}
+		if l != nil {
+			rr.CapacityBps = l.Capacity(start, end)
+		}
+		res.Rails = append(res.Rails, rr)
+		res.GoodputBps += rr.GoodputBps
+		res.CapacityBps += rr.CapacityBps
+	}
+	if res.CapacityBps > 0 {
+		res.Efficiency = res.GoodputBps / res.CapacityBps
+	}
+	res.LatencyP50, res.LatencyP99 = percentile(lat, 0.50), percentile(lat, 0.99)
+	if o.RTT {
+		rtts, err := pingPong(ctx, cli, srv, 2000)
+		if err != nil {
+			return res, err
+		}
+		res.RTTP50 = percentile(rtts, 0.5)
+	}
+	return res, nil
+}
+
+// stream sends size-byte messages for o.Duration with o.Window Sends in
+// flight and returns the message latencies, the number of messages and the
+// payload bytes each rail delivered to the receiver within the run.
+func stream(ctx context.Context, cli, srv *multirail.Conn, o Options, start time.Time) ([]float64, int, []uint64, time.Duration, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	deadline := start.Add(o.Duration)
+	type tagLog struct {
+		mu    sync.Mutex
+		sends []time.Time
+	}
+	logs := make([]tagLog, o.Window)
+	base := make([]uint64, len(srv.Stats().Rails))
+	for i, r := range srv.Stats().Rails {
+		base[i] = r.BytesReceived
+	}
+	var (
+		wg      sync.WaitGroup
+		sendErr error
+		errOnce sync.Once
+	)
+	for g := 0; g < o.Window; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			msg := make([]byte, o.Size)
+			for i := range msg {
+				msg[i] = byte(i*7 + g)
+			}
+			for time.Now().Before(deadline) {
+				lg := &logs[g]
+				lg.mu.Lock()
+				lg.sends = append(lg.sends, time.Now())
+				lg.mu.Unlock()
+				if err := cli.Send(ctx, uint32(g), msg); err != nil {
+					if ctx.Err() == nil {
+						errOnce.Do(func() { sendErr = err })
+					}
+					return
+				}
+			}
+		}()
+	}
+	var (
+		lat     []float64
+		msgs    int
+		perRail []uint64
+		elapsed time.Duration
+	)
+	recvDone := make(chan error, 1)
+	snap := make(chan struct{})
+	go func() {
+		next := make([]int, o.Window)
+		for {
+			m, err := srv.Recv(ctx)
+			if err != nil {
+				recvDone <- err
+				return
+			}
+			now := time.Now()
+			g := int(m.Tag)
+			if g < 0 || g >= o.Window || len(m.Data) != o.Size {
+				recvDone <- fmt.Errorf("bench: unexpected message tag %d, %d bytes", m.Tag, len(m.Data))
+				return
+			}
+			lg := &logs[g]
+			lg.mu.Lock()
+			sent := lg.sends[next[g]]
+			lg.mu.Unlock()
+			next[g]++
+			select {
+			case <-snap:
+			default:
+				lat = append(lat, now.Sub(sent).Seconds())
+				msgs++
+			}
+		}
+	}()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	received := func() []uint64 {
+		out := make([]uint64, len(base))
+		for i, r := range srv.Stats().Rails {
+			out[i] = r.BytesReceived - base[i]
+		}
+		return out
+	}
+loop:
+	for {
+		select {
+		case <-timer.C:
+			break loop
+		case <-tick.C:
+			if o.Progress != nil {
+				o.Progress(time.Since(start), received())
+			}
+		case err := <-recvDone:
+			cancel()
+			wg.Wait()
+			return nil, 0, nil, 0, err
+		case <-ctx.Done():
+			wg.Wait()
+			return nil, 0, nil, 0, ctx.Err()
+		}
+	}
+	perRail = received()
+	elapsed = time.Since(start)
+	close(snap)
+	wg.Wait() // senders stop at the deadline; their last Sends complete
+	cancel()
+	if err := <-recvDone; err != nil && !errors.Is(err, context.Canceled) {
+		return nil, 0, nil, 0, err
+	}
+	if sendErr != nil {
+		return nil, 0, nil, 0, sendErr
+	}
+	if o.Progress != nil {
+		o.Progress(elapsed, perRail)
+	}
+	return lat, msgs, perRail, elapsed, nil
+}
+
+// pingPong measures n round trips of a 1-byte message.
+func pingPong(ctx context.Context, a, b *multirail.Conn, n int) ([]float64, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	echo := make(chan error, 1)
+	go func() {
+		for i := 0; i < n; i++ {
+			m, err := b.Recv(ctx)
+			if err != nil {
+				echo <- err
+				return
+			}
+			if err := b.Send(ctx, m.Tag, m.Data); err != nil {
+				echo <- err
+				return
+			}
+		}
+		echo <- nil
+	}()
+	out := make([]float64, 0, n)
+	ping := []byte{1}
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if err := a.Send(ctx, 0, ping); err != nil {
+			return nil, err
+		}
+		if _, err := a.Recv(ctx); err != nil {
+			return nil, err
+		}
+		out = append(out, time.Since(t0).Seconds())
+	}
+	return out, <-echo
+}
+
+// TCPBaseline measures one plain TCP stream over a path like spec (an
+// emulated link for emu:, loopback for loop) with size-byte writes for
+// duration, then the 1-byte round trip.
+func TCPBaseline(ctx context.Context, spec emu.Spec, size int, duration time.Duration) (Baseline, error) {
+	var b Baseline
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return b, err
+	}
+	defer ln.Close()
+	addr, link, err := linkFor(spec, 0, ln.Addr().String(), nil, nil)
+	if err != nil {
+		return b, err
+	}
+	if link != nil {
+		defer link.Close()
+	}
+	type acc struct {
+		c   net.Conn
+		err error
+	}
+	accc := make(chan acc, 1)
+	go func() { c, err := ln.Accept(); accc <- acc{c, err} }()
+	cc, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return b, err
+	}
+	defer cc.Close()
+	a := <-accc
+	if a.err != nil {
+		return b, a.err
+	}
+	sc := a.c
+	defer sc.Close()
+
+	// Goodput: the receiver counts bytes over the run.
+	counted := make(chan int64, 1)
+	var start time.Time
+	startc := make(chan time.Time, 1)
+	go func() {
+		buf := make([]byte, max(size, 256<<10))
+		var n int64
+		st := <-startc
+		dl := st.Add(duration)
+		for {
+			k, err := sc.Read(buf)
+			if time.Now().Before(dl) {
+				n += int64(k)
+			}
+			if err != nil {
+				counted <- n
+				return
+			}
+		}
+	}()
+	msg := make([]byte, size)
+	start = time.Now()
+	startc <- start
+	deadline := start.Add(duration)
+	for time.Now().Before(deadline) {
+		if _, err := cc.Write(msg); err != nil {
+			return b, err
+		}
+	}
+	el := time.Since(start)
+	_ = cc.(*net.TCPConn).CloseWrite()
+	n := <-counted
+	b.GoodputBps = float64(n) * 8 / min(el, duration).Seconds()
+
+	// 1-byte round trip on a fresh pair of connections.
+	go func() { c, err := ln.Accept(); accc <- acc{c, err} }()
+	pc, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return b, err
+	}
+	defer pc.Close()
+	a = <-accc
+	if a.err != nil {
+		return b, a.err
+	}
+	defer a.c.Close()
+	go func() {
+		var one [1]byte
+		for {
+			if _, err := io.ReadFull(a.c, one[:]); err != nil {
+				return
+			}
+			if _, err := a.c.Write(one[:]); err != nil {
+				return
+			}
+		}
+	}()
+	rtts := make([]float64, 0, 2000)
+	var one [1]byte
+	for i := 0; i < 2000; i++ {
+		t0 := time.Now()
+		if _, err := pc.Write(one[:]); err != nil {
+			return b, err
+		}
+		if _, err := io.ReadFull(pc, one[:]); err != nil {
+			return b, err
+		}
+		rtts = append(rtts, time.Since(t0).Seconds())
+	}
+	b.LatencyP50 = percentile(rtts, 0.5)
+	return b, nil
+}
+
+func percentile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	i := int(q * float64(len(s)-1))
+	return s[i]
+}

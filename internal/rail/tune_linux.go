@@ -1,0 +1,26 @@
+package rail
+
+import (
+	"net"
+
+	"golang.org/x/sys/unix"
+)
+
+// Tune bounds the bytes the kernel holds unsent on a rail's socket
+// (TCP_NOTSENT_LOWAT) without limiting what is in flight, so that the
+// backlog stays in the rail's own send queue where the scheduler sees it,
+// and disables Nagle's algorithm. Errors are ignored: tuning is best effort.
+func Tune(c net.Conn, notSent int) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	_ = tc.SetNoDelay(true)
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = raw.Control(func(fd uintptr) {
+		_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, notSent)
+	})
+}

@@ -1,0 +1,12 @@
+//go:build !linux
+
+package rail
+
+import "net"
+
+// Tune disables Nagle's algorithm; the unsent-bytes bound is Linux only.
+func Tune(c net.Conn, notSent int) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+}
