@@ -107,13 +107,13 @@ type rail struct {
 	lastWrite   int64
 
 	// receive side and counters
-	received   atomic.Uint64 // DATA frames received on this rail
-	bytesOut   atomic.Uint64
-	segsOut    atomic.Uint64
-	bytesIn    atomic.Uint64
-	segsIn     atomic.Uint64
-	errs       atomic.Uint64
-	goneAway   chan struct{} // closed when the writer has sent GOAWAY and exited
+	received atomic.Uint64 // DATA frames received on this rail
+	bytesOut atomic.Uint64
+	segsOut  atomic.Uint64
+	bytesIn  atomic.Uint64
+	segsIn   atomic.Uint64
+	errs     atomic.Uint64
+	goneAway chan struct{} // closed when the writer has sent GOAWAY and exited
 }
 
 func (r *rail) signal() {
@@ -150,7 +150,7 @@ type Conn struct {
 	rmu       sync.Mutex
 	re        *reasm.Reassembler
 	recvReady chan struct{} // closed and replaced when a message becomes ready
-	peerGone  bool // GOAWAY received
+	peerGone  bool          // GOAWAY received
 
 	closeOnce sync.Once
 	closed    chan struct{}

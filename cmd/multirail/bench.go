@@ -20,9 +20,9 @@ import (
 
 type benchFlags struct {
 	rails, sched, size, load, baseline, segment string
-	duration                                     time.Duration
-	queue, window                                int
-	json, rtt, quiet                             bool
+	duration                                    time.Duration
+	queue, window                               int
+	json, rtt, quiet                            bool
 }
 
 // benchPlan is validated bench input.
