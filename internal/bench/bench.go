@@ -188,13 +188,13 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if res.CapacityBps > 0 {
 		res.Efficiency = res.GoodputBps / res.CapacityBps
 	}
-	res.LatencyP50, res.LatencyP99 = percentile(lat, 0.50), percentile(lat, 0.99)
+	res.LatencyP50, res.LatencyP99 = Percentile(lat, 0.50), Percentile(lat, 0.99)
 	if o.RTT {
 		rtts, err := pingPong(ctx, cli, srv, 2000)
 		if err != nil {
 			return res, err
 		}
-		res.RTTP50 = percentile(rtts, 0.5)
+		res.RTTP50 = Percentile(rtts, 0.5)
 	}
 	return res, nil
 }
@@ -461,11 +461,12 @@ func TCPBaseline(ctx context.Context, spec emu.Spec, size int, duration time.Dur
 		}
 		rtts = append(rtts, time.Since(t0).Seconds())
 	}
-	b.LatencyP50 = percentile(rtts, 0.5)
+	b.LatencyP50 = Percentile(rtts, 0.5)
 	return b, nil
 }
 
-func percentile(xs []float64, q float64) float64 {
+// Percentile returns the q-quantile of xs (nearest rank below), 0 if empty.
+func Percentile(xs []float64, q float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}

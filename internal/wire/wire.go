@@ -39,10 +39,10 @@ const (
 // Fixed body sizes.
 const (
 	HelloSize     = 4 + 1 + 1 + 2 + 2 + 2 + 16 + 16 + 4 + 8 + 8 // 64
-	ChallengeSize = 1 + 3 + 16 + 32 + 4 + 8 + 8             // 72
-	AuthSize      = 32 + 8                                  // 40
-	DataFixedSize = 8 + 8 + 4 + 4 + 8 + 8                   // 40
-	AckSize       = 8 + 8                                   // 16
+	ChallengeSize = 1 + 3 + 16 + 32 + 4 + 8 + 8                 // 72
+	AuthSize      = 32 + 8                                      // 40
+	DataFixedSize = 8 + 8 + 4 + 4 + 8 + 8                       // 40
+	AckSize       = 8 + 8                                       // 16
 	GoAwaySize    = 2
 	MaxReason     = 256
 	// MaxControlBody bounds the body of every frame that is not DATA.
@@ -323,7 +323,7 @@ func AppendPing(b []byte) []byte { return appendHeader(b, TypePing, 0, 0) }
 // Data is the fixed part of a DATA frame: one segment of one message.
 type Data struct {
 	Flags   uint8
-	Session uint64 // low 64 bits of the session id, checked by the receiver
+	Session uint64 // first 8 bytes of the session id (big-endian), checked by the receiver
 	Message uint64 // message id, 1, 2, 3, ... in the order the sender's Sends started
 	Tag     uint32
 	CRC     uint32 // CRC32C (Castagnoli) of the payload when Flags&FlagCRC

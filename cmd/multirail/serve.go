@@ -1,0 +1,282 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/multirail/multirail"
+	"github.com/multirail/multirail/emu"
+	"github.com/multirail/multirail/internal/bench"
+	"github.com/multirail/multirail/sched"
+	"github.com/spf13/cobra"
+)
+
+// serveResult is what serve prints per connection.
+type serveResult struct {
+	Peer       string             `json:"peer"`
+	Messages   int                `json:"messages"`
+	Bytes      int64              `json:"bytes"`
+	DurationS  float64            `json:"duration_s"`
+	GoodputBps float64            `json:"goodput_bps"`
+	Rails      []bench.RailResult `json:"rails"`
+}
+
+func newServe(g *globals) *cobra.Command {
+	var (
+		listen  string
+		jsonOut bool
+		once    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Accept multirail connections and measure what arrives (the receiving host)",
+		Long: `serve listens on --listen; every rail of a sender's connection connects to it.
+For each connection it receives messages until the sender closes, then prints
+the goodput and each rail's share. Set MULTIRAIL_TOKEN on both hosts.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, _, err := net.SplitHostPort(listen); err != nil {
+				return usagef("--listen %q: want HOST:PORT or :PORT", listen)
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+			defer stop()
+			ln, err := multirail.Listen(listen, multirail.Config{Logger: g.logger()})
+			if err != nil {
+				return err
+			}
+			defer ln.Close()
+			fmt.Fprintf(g.stderr, "multirail: listening on %s\n", ln.Addr())
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			var outMu sync.Mutex
+			for {
+				c, err := ln.Accept(ctx)
+				if err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer c.Close()
+					r, err := receiveAll(ctx, c)
+					outMu.Lock()
+					defer outMu.Unlock()
+					if err != nil {
+						fmt.Fprintf(g.stderr, "multirail: connection failed: %v\n", err)
+						return
+					}
+					if jsonOut {
+						_ = json.NewEncoder(g.stdout).Encode(r)
+					} else {
+						fmt.Fprintf(g.stdout, "%d messages, %d bytes in %.2fs: %s Mbit/s (per rail:", r.Messages, r.Bytes, r.DurationS, mbit(r.GoodputBps))
+						for _, rr := range r.Rails {
+							fmt.Fprintf(g.stdout, " %s %s", rr.Name, mbit(rr.GoodputBps))
+						}
+						fmt.Fprintln(g.stdout, ")")
+					}
+					if once {
+						stop()
+					}
+				}()
+				if once {
+					wg.Wait()
+					return nil
+				}
+			}
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", ":7000", "address to listen on")
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print one JSON object per connection on stdout")
+	cmd.Flags().BoolVar(&once, "once", false, "exit after the first connection ends")
+	return cmd
+}
+
+// receiveAll receives until the peer closes and measures from the first
+// message to the last.
+func receiveAll(ctx context.Context, c *multirail.Conn) (serveResult, error) {
+	var (
+		r           serveResult
+		first, last time.Time
+	)
+	base := c.Stats()
+	for {
+		m, err := c.Recv(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return r, err
+		}
+		now := time.Now()
+		if first.IsZero() {
+			first = now
+		}
+		last = now
+		r.Messages++
+		r.Bytes += int64(len(m.Data))
+	}
+	st := c.Stats()
+	r.DurationS = last.Sub(first).Seconds()
+	if r.DurationS > 0 {
+		r.GoodputBps = float64(r.Bytes) * 8 / r.DurationS
+	}
+	for i, rs := range st.Rails {
+		rr := bench.RailResult{Name: rs.Name}
+		if r.DurationS > 0 {
+			rr.GoodputBps = float64(rs.BytesReceived-base.Rails[i].BytesReceived) * 8 / r.DurationS
+		}
+		r.Rails = append(r.Rails, rr)
+	}
+	return r, nil
+}
+
+func newSend(g *globals) *cobra.Command {
+	var (
+		rails, schedName, size string
+		duration               time.Duration
+		port, window           int
+		jsonOut                bool
+	)
+	cmd := &cobra.Command{
+		Use:   "send",
+		Short: "Send messages to a `multirail serve` over real rails and measure (the sending host)",
+		Long: `send opens one connection over every rail in --rails (tcp:LOCALIP>REMOTEIP[:PORT],
+comma-separated; PORT defaults to --port), sends --size messages back to back
+for --duration and prints the goodput and each rail's share, measured when the
+receiver acknowledged the data. Set MULTIRAIL_TOKEN on both hosts.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			specs, err := emu.ParseSpecs(rails)
+			if err != nil {
+				return usageError{fmt.Errorf("--rails: %w", err)}
+			}
+			if port < 1 || port > 65535 {
+				return usagef("--port %d is out of range: allowed 1..65535", port)
+			}
+			var mrails []multirail.Rail
+			for _, s := range specs {
+				if s.Kind != "tcp" {
+					return usagef("--rails %q: send takes tcp:LOCALIP>REMOTEIP[:PORT] rails (bench runs emu: and loop)", s.String())
+				}
+				addr := s.Remote
+				if _, _, err := net.SplitHostPort(addr); err != nil {
+					addr = net.JoinHostPort(strings.Trim(addr, "[]"), strconv.Itoa(port))
+				}
+				mrails = append(mrails, multirail.Rail{Name: s.String(), Addr: addr, Local: s.Local})
+			}
+			if _, err := sched.New(schedName, sched.Config{Rails: 1, Bandwidths: []float64{1}}); err != nil {
+				return usagef("--sched %q: unknown scheduler (allowed: %s)", schedName, strings.Join(sched.Names(), ", "))
+			}
+			if schedName == "weighted" {
+				return usagef("--sched weighted needs rail bandwidths, which tcp: rails do not carry (allowed here: %s)", strings.Join(slicesDelete(sched.Names(), "weighted"), ", "))
+			}
+			n, err := parseSize("size", size, 1, multirail.DefaultMaxMessageSize)
+			if err != nil {
+				return err
+			}
+			if duration < 100*time.Millisecond || duration > 24*time.Hour {
+				return usagef("--duration %v is out of range: allowed 100ms..24h", duration)
+			}
+			if window < 1 || window > 1024 {
+				return usagef("--window %d is out of range: allowed 1..1024 concurrent sends", window)
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+			defer stop()
+			c, err := multirail.Dial(ctx, multirail.Config{Rails: mrails, Scheduler: schedName, Logger: g.logger()})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			r, err := sendFor(ctx, c, int(n), duration, window)
+			if err != nil {
+				return err
+			}
+			if jsonOut {
+				enc := json.NewEncoder(g.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(r)
+			}
+			printBenchTable(g.stdout, benchReport{Results: []bench.Result{r}})
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&rails, "rails", "", "comma-separated tcp:LOCALIP>REMOTEIP[:PORT] rails (required)")
+	fl.StringVar(&schedName, "sched", multirail.DefaultScheduler, "scheduler ("+strings.Join(sched.Names(), ", ")+")")
+	fl.StringVar(&size, "size", "4MiB", "message size ("+sizeForm+")")
+	fl.DurationVar(&duration, "duration", 10*time.Second, "how long to send")
+	fl.IntVar(&port, "port", 7000, "remote port for rails that name none")
+	fl.IntVar(&window, "window", 4, "concurrent sends in flight")
+	fl.BoolVar(&jsonOut, "json", false, "print one JSON object on stdout")
+	_ = cmd.MarkFlagRequired("rails")
+	return cmd
+}
+
+// sendFor sends size-byte messages for d with window Sends in flight and
+// measures goodput from the acknowledged bytes.
+func sendFor(ctx context.Context, c *multirail.Conn, size int, d time.Duration, window int) (bench.Result, error) {
+	r := bench.Result{Sched: c.Stats().Scheduler, Size: size}
+	msg := make([]byte, size)
+	start := time.Now()
+	deadline := start.Add(d)
+	base := c.Stats()
+	var (
+		mu   sync.Mutex
+		lat  []float64
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for g := 0; g < window; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				t0 := time.Now()
+				if err := c.Send(ctx, uint32(g), msg); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+				mu.Lock()
+				lat = append(lat, time.Since(t0).Seconds())
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	if len(errs) > 0 {
+		return r, errs[0]
+	}
+	st := c.Stats()
+	r.DurationS = el.Seconds()
+	r.Messages = len(lat)
+	r.GoodputBps = float64(r.Messages) * float64(size) * 8 / el.Seconds()
+	var sent uint64
+	for i := range st.Rails {
+		sent += st.Rails[i].BytesSent - base.Rails[i].BytesSent
+	}
+	for i, rs := range st.Rails {
+		share := 0.0
+		if sent > 0 {
+			share = float64(rs.BytesSent-base.Rails[i].BytesSent) / float64(sent)
+		}
+		r.Rails = append(r.Rails, bench.RailResult{Name: rs.Name, GoodputBps: share * r.GoodputBps})
+	}
+	r.LatencyP50, r.LatencyP99 = bench.Percentile(lat, 0.5), bench.Percentile(lat, 0.99)
+	return r, nil
+}

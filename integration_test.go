@@ -1,0 +1,473 @@
+package multirail
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/multirail/multirail/emu"
+	hs "github.com/multirail/multirail/internal/rail"
+	"github.com/multirail/multirail/internal/wire"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// emuPair connects a dialer and an acceptor over emulated links of the
+// given rates; links[i] carries rail i.
+func emuPair(t *testing.T, cfg Config, rates ...float64) (*Conn, *Conn, []*emu.Link) {
+	t.Helper()
+	ln, err := Listen("127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var links []*emu.Link
+	dcfg := cfg
+	dcfg.Rails = nil
+	for i, r := range rates {
+		l, err := emu.NewLink(ln.Addr().String(), emu.LinkConfig{RateBps: r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		links = append(links, l)
+		dcfg.Rails = append(dcfg.Rails, Rail{Name: fmt.Sprintf("emu%d", i), Addr: l.Addr(), Bandwidth: r})
+	}
+	a, b := dialAccept(t, ln, dcfg)
+	return a, b, links
+}
+
+func dialAccept(t *testing.T, ln *Listener, dcfg Config) (*Conn, *Conn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	type res struct {
+		c   *Conn
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() { c, err := ln.Accept(ctx); ch <- res{c, err} }()
+	a, err := Dial(ctx, dcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-ch
+	if r.err != nil {
+		a.Close()
+		t.Fatal(r.err)
+	}
+	t.Cleanup(func() { a.Close(); r.c.Close() })
+	return a, r.c
+}
+
+type sent struct {
+	tag uint32
+	sum [32]byte
+	n   int
+}
+
+// transfer sends msgs messages of random sizes from a on tags 0..tags-1
+// (one goroutine per tag) and checks b receives each whole, once, in
+// per-tag order. midway is called once, after b got half of them.
+func transfer(t *testing.T, a, b *Conn, msgs, tags, maxSize int, midway func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	want := make([][]sent, tags)
+	var payloads [][][]byte
+	rng := rand.New(rand.NewPCG(7, 9))
+	for g := 0; g < tags; g++ {
+		var ps [][]byte
+		for i := 0; i < msgs/tags; i++ {
+			p := make([]byte, rng.IntN(maxSize+1))
+			for j := range p {
+				p[j] = byte(rng.Uint32())
+			}
+			ps = append(ps, p)
+			want[g] = append(want[g], sent{uint32(g), sha256.Sum256(p), len(p)})
+		}
+		payloads = append(payloads, ps)
+	}
+	var wg sync.WaitGroup
+	errc := make(chan error, tags)
+	for g := 0; g < tags; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, p := range payloads[g] {
+				if err := a.Send(ctx, uint32(g), p); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	total := tags * (msgs / tags)
+	next := make([]int, tags)
+	for i := 0; i < total; i++ {
+		if i == total/2 && midway != nil {
+			midway()
+		}
+		m, err := b.Recv(ctx)
+		if err != nil {
+			t.Fatalf("recv %d of %d: %v", i, total, err)
+		}
+		if int(m.Tag) >= tags {
+			t.Fatalf("unexpected tag %d", m.Tag)
+		}
+		g := m.Tag
+		if next[g] >= len(want[g]) {
+			t.Fatalf("tag %d: more messages than sent (duplicate?)", g)
+		}
+		w := want[g][next[g]]
+		if len(m.Data) != w.n || sha256.Sum256(m.Data) != w.sum {
+			t.Fatalf("tag %d message %d: %d bytes, checksum mismatch or out of order (want %d bytes)", g, next[g], len(m.Data), w.n)
+		}
+		next[g]++
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+}
+
+func TestEmulatedRailsTransfer(t *testing.T) {
+	a, b, _ := emuPair(t, Config{SegmentSize: 8 << 10, QueueDepth: 8}, 400e6, 200e6, 100e6)
+	transfer(t, a, b, 60, 3, 300<<10, nil)
+	st := a.Stats()
+	for _, r := range st.Rails {
+		if r.SegmentsSent == 0 {
+			t.Errorf("rail %s carried nothing: %+v", r.Name, st.Rails)
+		}
+	}
+}
+
+// TestRailFailure breaks one rail's TCP connection in the middle of a
+// transfer: every message must still arrive whole, once, in order.
+func TestRailFailure(t *testing.T) {
+	for _, name := range []string{"roundrobin", "shortestqueue", "weighted"} {
+		t.Run(name, func(t *testing.T) {
+			a, b, links := emuPair(t, Config{Scheduler: name, SegmentSize: 4 << 10, QueueDepth: 8}, 300e6, 300e6, 300e6)
+			transfer(t, a, b, 60, 3, 200<<10, func() { links[1].BreakAll() })
+			st := a.Stats()
+			if st.Rails[1].Up {
+				t.Fatalf("rail 1 still up after its connection broke: %+v", st.Rails[1])
+			}
+			if !st.Rails[0].Up || !st.Rails[2].Up {
+				t.Fatalf("healthy rails went down: %+v", st.Rails)
+			}
+		})
+	}
+}
+
+func TestAllRailsDown(t *testing.T) {
+	a, b, links := emuPair(t, Config{}, 100e6, 100e6)
+	for _, l := range links {
+		l.BreakAll()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := b.Recv(ctx); !errors.Is(err, ErrAllRailsDown) {
+		t.Fatalf("Recv after all rails broke: %v, want ErrAllRailsDown", err)
+	}
+	if err := a.Send(ctx, 0, []byte("x")); err == nil {
+		t.Fatal("Send after all rails broke succeeded")
+	}
+}
+
+func TestCloseGivesEOF(t *testing.T) {
+	a, b := pair(t, 2, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Send(ctx, 5, []byte("last words")); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	m, err := b.Recv(ctx)
+	if err != nil || string(m.Data) != "last words" || m.Tag != 5 {
+		t.Fatalf("Recv = %q, %d, %v", m.Data, m.Tag, err)
+	}
+	if _, err := b.Recv(ctx); !errors.Is(err, io.EOF) {
+		t.Fatalf("Recv after peer Close: %v, want io.EOF", err)
+	}
+	if err := a.Send(ctx, 0, nil); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Send after Close: %v, want net.ErrClosed", err)
+	}
+}
+
+func TestTooLarge(t *testing.T) {
+	a, _ := pair(t, 1, Config{MaxMessageSize: 1000})
+	err := a.Send(context.Background(), 0, make([]byte, 1001))
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Send of 1001 bytes with MaxMessageSize 1000: %v", err)
+	}
+}
+
+// TestPeerLimitRespected: a sender with a larger MaxMessageSize than the
+// receiver is refused locally instead of being disconnected.
+func TestPeerLimitRespected(t *testing.T) {
+	ln, err := Listen("127.0.0.1:0", Config{MaxMessageSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	a, b := dialAccept(t, ln, Config{Rails: []Rail{{Addr: ln.Addr().String()}}})
+	ctx := context.Background()
+	if err := a.Send(ctx, 0, make([]byte, 5000)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Send above the peer's limit: %v, want ErrTooLarge", err)
+	}
+	if err := a.Send(ctx, 0, make([]byte, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := b.Recv(ctx); err != nil || len(m.Data) != 4096 {
+		t.Fatalf("Recv: %d bytes, %v", len(m.Data), err)
+	}
+}
+
+// TestFlowControl: a receiver that does not Recv holds at most its
+// MaxReceiveBuffer; the sender blocks and resumes when Recv frees room.
+func TestFlowControl(t *testing.T) {
+	const limit = 64 << 10
+	a, b := pair(t, 2, Config{MaxMessageSize: limit, MaxReceiveBuffer: 2*limit + 1024, SegmentSize: 4096})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	msg := make([]byte, limit)
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; i < 10; i++ {
+			msg := append([]byte(nil), msg...)
+			msg[0] = byte(i)
+			if err := a.Send(ctx, 0, msg); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	// Two messages fit; the third must wait for credit.
+	for a.Stats().MessagesSent < 2 {
+		select {
+		case err := <-done:
+			t.Fatalf("sender finished early: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	short, c2 := context.WithTimeout(ctx, 200*time.Millisecond)
+	if err := a.Send(short, 1, msg); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Send beyond the receiver's buffer: %v, want it to block until the deadline", err)
+	}
+	c2()
+	if held := b.Stats().ReassemblyBytes; held > 2*limit {
+		t.Fatalf("receiver holds %d bytes, bound %d", held, 2*limit)
+	}
+	for i := 0; i < 10; i++ {
+		m, err := b.Recv(ctx)
+		if err != nil || m.Data[0] != byte(i) {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWrongToken(t *testing.T) {
+	ln, err := Listen("127.0.0.1:0", Config{Token: "right"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = Dial(ctx, Config{Token: "wrong", Rails: []Rail{{Addr: ln.Addr().String()}}})
+	if !errors.Is(err, hs.ErrAuth) {
+		t.Fatalf("Dial with a wrong token: %v, want ErrAuth", err)
+	}
+	var re *RailError
+	if !errors.As(err, &re) {
+		t.Fatalf("error %v does not name the rail", err)
+	}
+	// The listener still serves the right token.
+	a, b := dialAccept(t, ln, Config{Token: "right", Rails: []Rail{{Addr: ln.Addr().String()}, {Addr: ln.Addr().String()}}})
+	transfer(t, a, b, 4, 2, 10000, nil)
+}
+
+func TestTokenFromEnv(t *testing.T) {
+	t.Setenv(TokenEnv, "from-env")
+	ln, err := Listen("127.0.0.1:0", Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := Dial(ctx, Config{Token: "other", Rails: []Rail{{Addr: ln.Addr().String()}}}); !errors.Is(err, hs.ErrAuth) {
+		t.Fatalf("Dial with a token other than the environment's: %v", err)
+	}
+	dialAccept(t, ln, Config{Rails: []Rail{{Addr: ln.Addr().String()}}})
+}
+
+// rawSession completes a one-rail handshake by hand and returns the raw
+// socket plus the acceptor's Conn.
+func rawSession(t *testing.T, ln *Listener, token string, hello wire.Hello) (net.Conn, *Conn) {
+	t.Helper()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	type res struct {
+		c   *Conn
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() { sc, err := ln.Accept(ctx); ch <- res{sc, err} }()
+	if _, err := hs.Dial(c, hello, []byte(token), time.Now().Add(5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	r := <-ch
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	t.Cleanup(func() { r.c.Close() })
+	return c, r.c
+}
+
+func goodHello() wire.Hello {
+	h := wire.Hello{Version: wire.Version, Rail: 0, Rails: 1, SegmentSize: 4096, Window: 1 << 20, MaxMessage: 1 << 19}
+	h.Session[0], h.Nonce[0] = 42, 7
+	return h
+}
+
+// TestHostilePeers: each misbehaving peer loses its connection, with the
+// reason, while a legitimate session on the same listener completes.
+func TestHostilePeers(t *testing.T) {
+	ln, err := Listen("127.0.0.1:0", Config{Token: "tok", HandshakeTimeout: time.Second, MaxMessageSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	good, goodSrv := dialAccept(t, ln, Config{Token: "tok", MaxMessageSize: 1 << 20, Rails: []Rail{{Addr: ln.Addr().String()}, {Addr: ln.Addr().String()}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	t.Run("garbage before handshake", func(t *testing.T) {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		// Closed means EOF or a reset (the acceptor closed with our bytes unread).
+		if _, err := io.ReadAll(c); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("connection not closed: %v", err)
+		}
+	})
+	t.Run("version mismatch", func(t *testing.T) {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		h := goodHello()
+		h.Version = 9
+		_, err = hs.Dial(c, h, []byte("tok"), time.Now().Add(5*time.Second))
+		if !errors.Is(err, wire.ErrVersion) {
+			t.Fatalf("hello with version 9: %v, want ErrVersion", err)
+		}
+	})
+	t.Run("half-open handshake times out", func(t *testing.T) {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadAll(c); err != nil {
+			t.Fatalf("silent peer not cut off after the handshake timeout: %v", err)
+		}
+	})
+	t.Run("absurd message length", func(t *testing.T) {
+		raw, srv := rawSession(t, ln, "tok", goodHello())
+		var hdr [wire.DataHeaderSize]byte
+		wire.PutData(hdr[:], wire.Data{Session: sessionID(goodHello().Session), Message: 1, Total: 1 << 40, Len: 4096})
+		raw.Write(hdr[:])
+		raw.Write(make([]byte, 4096))
+		if _, err := srv.Recv(ctx); !errors.Is(err, ErrProtocol) {
+			t.Fatalf("Recv after a 1 TiB announcement: %v, want ErrProtocol", err)
+		}
+	})
+	t.Run("garbage after handshake", func(t *testing.T) {
+		h := goodHello()
+		h.Session[0] = 43
+		raw, srv := rawSession(t, ln, "tok", h)
+		raw.Write(bytes.Repeat([]byte{0xff}, 64))
+		if _, err := srv.Recv(ctx); !errors.Is(err, ErrProtocol) {
+			t.Fatalf("Recv after garbage: %v, want ErrProtocol", err)
+		}
+	})
+	t.Run("credit exceeded", func(t *testing.T) {
+		h := goodHello()
+		h.Session[0] = 44
+		raw, srv := rawSession(t, ln, "tok", h)
+		sid := sessionID(h.Session)
+		// The acceptor's window is MaxMessageSize + 64 MiB; announce more
+		// messages than fit without ever waiting for credit.
+		for id := uint64(1); id < 80; id++ {
+			var hdr [wire.DataHeaderSize]byte
+			wire.PutData(hdr[:], wire.Data{Session: sid, Message: id, Total: 1 << 20, Len: 4096})
+			if _, err := raw.Write(append(hdr[:], make([]byte, 4096)...)); err != nil {
+				break
+			}
+		}
+		if _, err := srv.Recv(ctx); !errors.Is(err, ErrProtocol) {
+			t.Fatalf("Recv after a credit violation: %v, want ErrProtocol", err)
+		}
+	})
+	// The legitimate session was not affected.
+	transfer(t, good, goodSrv, 20, 2, 64<<10, nil)
+}
+
+func TestConfigErrors(t *testing.T) {
+	cases := []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Scheduler: "fastest"}, `Scheduler = "fastest"`},
+		{Config{SegmentSize: 100}, "SegmentSize = 100"},
+		{Config{QueueDepth: -1}, "QueueDepth = -1"},
+		{Config{MaxMessageSize: -5}, "MaxMessageSize = -5"},
+		{Config{MaxMessageSize: 1000, MaxReceiveBuffer: 1000}, "MaxReceiveBuffer = 1000"},
+		{Config{IdleTimeout: time.Millisecond}, "IdleTimeout = 1ms"},
+		{Config{HandshakeTimeout: -time.Second}, "HandshakeTimeout = -1s"},
+		{Config{Rails: []Rail{{Addr: ""}}}, "Rails[0].Addr"},
+		{Config{Rails: []Rail{{Addr: "x:1", Local: "nope"}}}, "Rails[0].Local"},
+		{Config{Scheduler: "weighted", Rails: []Rail{{Addr: "x:1"}}}, "Bandwidths"},
+	}
+	for _, c := range cases {
+		_, err := c.cfg.validate(true)
+		if !errors.Is(err, ErrConfig) || !bytes.Contains([]byte(err.Error()), []byte(c.want)) {
+			t.Errorf("validate(%+v) = %v, want ErrConfig mentioning %q", c.cfg, err, c.want)
+		}
+	}
+	if _, err := (Config{}).validate(true); err == nil {
+		t.Error("Dial config without rails accepted")
+	}
+	if _, err := (Config{}).validate(false); err != nil {
+		t.Errorf("zero Config for Listen: %v", err)
+	}
+}

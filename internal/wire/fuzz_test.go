@@ -1,0 +1,220 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"testing"
+)
+
+// reencode parses the frame DecodeFrame accepted with the parser of its
+// type and encodes the result again with the matching encoder.
+func reencode(t *testing.T, frame []byte, h Header, lim Limits) []byte {
+	t.Helper()
+	body := frame[HeaderSize:]
+	var err error
+	var out []byte
+	switch h.Type {
+	case TypeHello:
+		var m Hello
+		m, err = ParseHello(body)
+		out = AppendHello(nil, m)
+	case TypeChallenge:
+		var m Challenge
+		m, err = ParseChallenge(body)
+		out = AppendChallenge(nil, m)
+	case TypeAuth:
+		var m Auth
+		m, err = ParseAuth(body)
+		out = AppendAuth(nil, m)
+	case TypeWelcome:
+		out = AppendWelcome(nil)
+	case TypeReject:
+		var m Reject
+		m, err = ParseReject(body)
+		out = AppendReject(nil, m)
+	case TypeAck:
+		var a Ack
+		a, err = ParseAck(body)
+		out = AppendAck(nil, a)
+	case TypeGoAway:
+		var code uint16
+		code, err = ParseGoAway(body)
+		out = AppendGoAway(nil, code)
+	case TypePing:
+		out = AppendPing(nil)
+	case TypeData:
+		var d Data
+		d, err = ParseData(h, body[:DataFixedSize], lim)
+		if err != nil {
+			break
+		}
+		checkData(t, d, lim)
+		if d.Flags&FlagCRC != 0 && Checksum(body[DataFixedSize:]) != d.CRC {
+			t.Fatalf("accepted a DATA frame whose checksum does not match")
+		}
+		if int(d.Len) != len(body)-DataFixedSize {
+			t.Fatalf("Data.Len %d for a payload of %d bytes", d.Len, len(body)-DataFixedSize)
+		}
+		out = make([]byte, DataHeaderSize+int(d.Len))
+		PutData(out, d)
+		copy(out[DataHeaderSize:], body[DataFixedSize:])
+	default:
+		t.Fatalf("DecodeFrame accepted frame type %#x", h.Type)
+	}
+	if err != nil {
+		t.Fatalf("DecodeFrame accepted a frame of type %#x its parser rejects: %v", h.Type, err)
+	}
+	return out
+}
+
+// checkData checks the promises ParseData makes about a segment it accepts.
+func checkData(t *testing.T, d Data, lim Limits) {
+	t.Helper()
+	if d.Message == 0 {
+		t.Fatal("accepted message id 0")
+	}
+	if d.Flags&FlagCRC == 0 && d.CRC != 0 {
+		t.Fatal("accepted a CRC without FlagCRC")
+	}
+	if lim.SegmentSize <= 0 {
+		t.Fatalf("accepted a segment with segment size %d", lim.SegmentSize)
+	}
+	seg := uint64(lim.SegmentSize)
+	if lim.MaxMessage >= 0 && d.Total > uint64(lim.MaxMessage) {
+		t.Fatalf("accepted a message of %d bytes, limit %d", d.Total, lim.MaxMessage)
+	}
+	if d.Offset%seg != 0 {
+		t.Fatalf("accepted offset %d with segment size %d", d.Offset, seg)
+	}
+	if d.Total == 0 {
+		if d.Offset != 0 || d.Len != 0 {
+			t.Fatalf("accepted segment %d+%d of an empty message", d.Offset, d.Len)
+		}
+		return
+	}
+	if d.Offset >= d.Total || uint64(d.Len) != min(seg, d.Total-d.Offset) {
+		t.Fatalf("accepted segment %d+%d of a %d-byte message with segment size %d", d.Offset, d.Len, d.Total, seg)
+	}
+}
+
+func fuzzSeeds() [][]byte {
+	p := payload(3000 - 2*testSeg)
+	var stream []byte
+	for _, rt := range roundTrips() {
+		stream = append(stream, rt.frame...)
+	}
+	seeds := [][]byte{
+		AppendHello(nil, testHello),
+		AppendChallenge(nil, testChallenge),
+		AppendAuth(nil, testAuth),
+		AppendWelcome(nil),
+		AppendReject(nil, Reject{Code: RejectAuth, Reason: "bad proof"}),
+		dataFrame(Data{Session: 1, Message: 1, Tag: 2, Total: 3000, Offset: testSeg}, payload(testSeg)),
+		dataFrame(crcData(Data{Session: 1, Message: 1, Tag: 2, Total: 3000, Offset: 2 * testSeg}, p), p),
+		dataFrame(Data{Session: 1, Message: 2, Total: 0}, nil),
+		AppendAck(nil, Ack{Received: 3, Credit: 1 << 20}),
+		AppendGoAway(nil, GoAwayClose),
+		AppendPing(nil),
+		stream,
+	}
+	return seeds
+}
+
+func FuzzDecodeFrame(f *testing.F) {
+	for _, s := range fuzzSeeds() {
+		f.Add(s, testSeg, int64(1<<20))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, seg int, maxMessage int64) {
+		lim := Limits{SegmentSize: seg, MaxMessage: maxMessage}
+		for len(b) > 0 {
+			h, n, err := DecodeFrame(b, lim)
+			if err != nil {
+				if n != 0 {
+					t.Fatalf("error %v with n = %d", err, n)
+				}
+				if err != ErrShort && !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrVersion) {
+					t.Fatalf("error %q wraps neither ErrMalformed nor ErrVersion", err)
+				}
+				if errors.Is(err, ErrVersion) && h.Type != TypeHello && h.Type != TypeChallenge {
+					t.Fatalf("version error on frame type %#x", h.Type)
+				}
+				return
+			}
+			if n < HeaderSize || n > len(b) || n != HeaderSize+int(h.Len) {
+				t.Fatalf("DecodeFrame consumed %d of %d bytes for header %+v", n, len(b), h)
+			}
+			if ph, err := ParseHeader(b, lim); err != nil || ph != h {
+				t.Fatalf("ParseHeader = %+v, %v; DecodeFrame said %+v", ph, err, h)
+			}
+			if h.Type != TypeData && h.Len > MaxControlBody {
+				t.Fatalf("control frame %#x with a body of %d bytes", h.Type, h.Len)
+			}
+			frame := b[:n]
+			// The frame does not depend on what follows it, and any
+			// prefix of it is incomplete.
+			if _, n2, err := DecodeFrame(frame, lim); err != nil || n2 != n {
+				t.Fatalf("frame alone: %d, %v", n2, err)
+			}
+			for _, k := range []int{0, HeaderSize - 1, HeaderSize, n - 1} {
+				if k >= 0 && k < n {
+					if _, _, err := DecodeFrame(frame[:k], lim); err != ErrShort {
+						t.Fatalf("prefix of %d of %d bytes: %v, want ErrShort", k, n, err)
+					}
+				}
+			}
+			if out := reencode(t, frame, h, lim); !bytes.Equal(out, frame) {
+				t.Fatalf("re-encoding changed the frame:\n got %x\nwant %x", out, frame)
+			}
+			b = b[n:]
+		}
+	})
+}
+
+func FuzzParseData(f *testing.F) {
+	add := func(d Data, seg int, maxMessage int64) {
+		h, fixed := dataFixed(d)
+		f.Add(h.Flags, h.Len, fixed, seg, maxMessage)
+	}
+	add(Data{Session: 1, Message: 1, Tag: 2, Total: 3000, Len: testSeg}, testSeg, 1<<20)
+	add(Data{Session: 1, Message: 1, Tag: 2, Total: 3000, Offset: 2 * testSeg, Len: 3000 - 2*testSeg, Flags: FlagCRC, CRC: 0xdeadbeef}, testSeg, 1<<20)
+	add(Data{Message: 7}, MinSegmentSize, 0)
+	add(Data{Message: 0, Total: 10, Len: 10}, testSeg, 1<<20)
+	add(Data{Message: 1, Total: 10, Offset: 1, Len: 9}, testSeg, 1<<20)
+	add(Data{Message: 1, Total: 1 << 40, Offset: 1 << 39, Len: MaxSegmentSize}, MaxSegmentSize, -1)
+	f.Fuzz(func(t *testing.T, flags uint8, length uint32, fixed []byte, seg int, maxMessage int64) {
+		h := Header{Type: TypeData, Flags: flags, Len: length}
+		lim := Limits{SegmentSize: seg, MaxMessage: maxMessage}
+		d, err := ParseData(h, fixed, lim)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %q does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		if len(fixed) != DataFixedSize || length < DataFixedSize {
+			t.Fatalf("accepted a fixed part of %d bytes with a body of %d", len(fixed), length)
+		}
+		if d.Flags != flags || d.Len != length-DataFixedSize {
+			t.Fatalf("flags %#x len %d from header flags %#x len %d", d.Flags, d.Len, flags, length)
+		}
+		checkData(t, d, lim)
+		b := make([]byte, DataHeaderSize)
+		PutData(b, d)
+		if ph := (Header{Type: b[0], Flags: b[1], Len: binary.BigEndian.Uint32(b[4:8])}); ph != h || b[2] != 0 || b[3] != 0 {
+			t.Fatalf("PutData header %x for %+v", b[:HeaderSize], h)
+		}
+		if !bytes.Equal(b[HeaderSize:], fixed) {
+			t.Fatalf("PutData gives %x, parsed from %x", b[HeaderSize:], fixed)
+		}
+		// The header of an accepted segment passes ParseHeader unless it
+		// carries an unknown flag (ParseData leaves flags to ParseHeader).
+		got, err := ParseHeader(b, lim)
+		if flags&^FlagCRC == 0 && (err != nil || got != h) {
+			t.Fatalf("ParseHeader of an accepted segment's header = %+v, %v", got, err)
+		}
+		if flags&^FlagCRC != 0 && err == nil {
+			t.Fatalf("ParseHeader accepted flags %#x", flags)
+		}
+	})
+}
