@@ -25,6 +25,10 @@ const (
 	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultIdleTimeout      = 30 * time.Second
 	DefaultMaxHandshakes    = 128
+	DefaultEagerLimit       = 16 << 10
+	// AckDelay is how long a receiver may hold the acknowledgement of an
+	// eager message, waiting to piggyback it on a frame of its own.
+	AckDelay = time.Millisecond
 	// MaxRails is the largest number of rails in one connection.
 	MaxRails = 64
 )
@@ -85,6 +89,12 @@ type Config struct {
 	// IdleTimeout drops a rail on which nothing arrived for this long;
 	// idle rails send a ping every IdleTimeout/3. 0 means 30 s.
 	IdleTimeout time.Duration
+	// EagerLimit is the size up to which Send copies a message and returns
+	// once it is handed to a rail, without waiting for the peer's
+	// acknowledgement (MPI's eager protocol); larger messages are sent from
+	// the caller's buffer and Send waits. 0 means 16 KiB (at most
+	// SegmentSize); a negative value turns eager sends off.
+	EagerLimit int
 	// Checksum adds a CRC32C of every segment's payload, checked by the
 	// receiver (TCP's own checksum is weak; costs CPU).
 	Checksum bool
@@ -131,6 +141,12 @@ func (c Config) validate(dialing bool) (config, error) {
 	}
 	if c.QueueDepth < 1 || c.QueueDepth > 65536 {
 		return config{}, cfgErr("QueueDepth", c.QueueDepth, "1..65536 segments")
+	}
+	if c.EagerLimit == 0 {
+		c.EagerLimit = min(DefaultEagerLimit, c.SegmentSize)
+	}
+	if c.EagerLimit > c.SegmentSize {
+		return config{}, cfgErr("EagerLimit", c.EagerLimit, fmt.Sprintf("<= SegmentSize (%d); negative turns eager sends off", c.SegmentSize))
 	}
 	if c.MaxMessageSize == 0 {
 		c.MaxMessageSize = DefaultMaxMessageSize
@@ -210,3 +226,7 @@ func (c Config) newScheduler(rails int) (sched.Scheduler, error) {
 	}
 	return sched.New(c.Scheduler, sched.Config{Rails: rails, SegmentSize: c.SegmentSize, Bandwidths: bw, Seed: c.Seed})
 }
+
+// creditBatch is how much returned credit is announced at once rather
+// than lazily: an eighth of the window.
+func (c config) creditBatch() uint64 { return uint64(c.MaxReceiveBuffer) / 8 }

@@ -50,8 +50,12 @@ type segment struct {
 	hdr     [wire.DataHeaderSize]byte
 	payload []byte
 	msg     *outMsg
-	enq     int64 // ns since the connection started, when it entered the queue
+	enq     int64   // ns since the connection started, when it entered the queue
+	owned   *[]byte // the eager copy of the payload, returned to eagerPool on ACK
 }
+
+// eagerPool holds copies of eager messages until they are acknowledged.
+var eagerPool = sync.Pool{New: func() any { b := make([]byte, 0, DefaultEagerLimit); return &b }}
 
 var segPool = sync.Pool{New: func() any { return new(segment) }}
 
@@ -95,6 +99,12 @@ type rail struct {
 	c       net.Conn
 	br      *bufio.Reader
 	wake    chan struct{} // cap 1: work for the writer
+	wmu     sync.Mutex    // held by whoever writes on c
+	w       wstate        // guarded by wmu
+	// ackTimer sends a delayed ACK (eager data, returned credit) unless a
+	// frame of ours carries it first.
+	ackTimer *time.Timer
+	ackArmed atomic.Bool
 
 	// guarded by Conn.mu
 	up          bool
@@ -113,6 +123,7 @@ type rail struct {
 	bytesIn  atomic.Uint64
 	segsIn   atomic.Uint64
 	errs     atomic.Uint64
+	down     atomic.Bool   // mirrors !up for lock-free readers
 	goneAway chan struct{} // closed when the writer has sent GOAWAY and exited
 }
 
@@ -135,17 +146,18 @@ type Conn struct {
 	rails   []*rail
 	peerMax uint64 // the largest message the peer accepts
 
-	mu         sync.Mutex
-	sch        sched.Scheduler
-	states     []sched.RailState
-	changed    chan struct{} // closed and replaced on every change senders may wait for
-	nextID     uint64
-	peerCredit uint64 // cumulative credit granted by the peer
-	usedCredit uint64
-	peerWindow uint64
-	sentMsgs   uint64
-	recvMsgs   uint64
-	goingAway  atomic.Uint32 // GOAWAY code + 1 once Close started
+	mu           sync.Mutex
+	sch          sched.Scheduler
+	states       []sched.RailState
+	changed      chan struct{} // closed and replaced on every change senders may wait for
+	nextID       uint64
+	peerCredit   uint64 // cumulative credit granted by the peer
+	usedCredit   uint64
+	peerWindow   uint64
+	sentMsgs     uint64
+	recvMsgs     uint64
+	goingAway    atomic.Uint32 // GOAWAY code + 1 once Close started
+	creditUnsent atomic.Uint64 // credit returned by Recv, not yet announced promptly
 
 	rmu       sync.Mutex
 	re        *reasm.Reassembler
@@ -199,6 +211,8 @@ func newConn(cfg config, session [16]byte, rails []railInit, peer peerParams, sc
 		r := &rail{idx: i, name: ri.name, nominal: ri.nominal, c: ri.c, up: true,
 			br: bufio.NewReaderSize(ri.c, 64<<10), wake: make(chan struct{}, 1), goneAway: make(chan struct{})}
 		hs.Tune(ri.c, max(2*cfg.SegmentSize, 128<<10))
+		r.ackTimer = time.AfterFunc(time.Hour, r.signal)
+		r.ackTimer.Stop()
 		c.rails = append(c.rails, r)
 	}
 	for _, r := range c.rails {
@@ -288,31 +302,58 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) error {
 	if len(msg) > 0 {
 		n = (len(msg) + seg - 1) / seg
 	}
-	om := &outMsg{remaining: n, done: make(chan struct{})}
+	eager := len(msg) <= c.cfg.EagerLimit
+	om := &outMsg{remaining: n}
+	if !eager {
+		om.done = make(chan struct{})
+	}
+	var last *rail
 	flags := uint8(0)
 	if c.cfg.Checksum {
 		flags = wire.FlagCRC
+	}
+	if eager {
+		flags |= wire.FlagEager
 	}
 	for off := 0; off < len(msg) || off == 0; off += seg {
 		end := min(off+seg, len(msg))
 		s := segPool.Get().(*segment)
 		s.payload = msg[off:end]
+		if eager {
+			var b *[]byte
+			if len(msg) <= DefaultEagerLimit {
+				b = eagerPool.Get().(*[]byte)
+			} else {
+				nb := make([]byte, 0, len(msg))
+				b = &nb
+			}
+			*b = append((*b)[:0], msg...)
+			s.owned, s.payload = b, *b
+		}
 		s.msg = om
 		d := wire.Data{Flags: flags, Session: c.sid, Message: id, Tag: tag, Total: uint64(len(msg)), Offset: uint64(off), Len: uint32(end - off)}
 		if c.cfg.Checksum {
 			d.CRC = wire.Checksum(s.payload)
 		}
 		wire.PutData(s.hdr[:], d)
-		if err := c.enqueueLocked(s); err != nil {
+		r, err := c.enqueueLocked(s, n == 1)
+		if err != nil {
 			c.mu.Unlock()
 			return err
 		}
+		last = r
 		if end == len(msg) {
 			break
 		}
 	}
 	c.sentMsgs++
 	c.mu.Unlock()
+	if n == 1 {
+		c.tryFlush(last, false) // a small message goes out without a goroutine hop
+	}
+	if eager {
+		return nil
+	}
 	select {
 	case <-om.done:
 		return nil
@@ -332,12 +373,15 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) error {
 // chosen rail is full it waits (with c.mu released) for room on that rail,
 // as the scheduler decided; when no rail is acceptable it waits for any
 // change and asks again.
-func (c *Conn) enqueueLocked(s *segment) error {
+//
+// It returns the rail used. Unless inline, the rail's writer is signalled;
+// inline callers write the segment themselves (tryFlush).
+func (c *Conn) enqueueLocked(s *segment, inline bool) (*rail, error) {
 	size := len(s.payload) + wire.DataHeaderSize
 	chosen := -1
 	for {
 		if err := c.closedErrNonBlocking(); err != nil {
-			return err
+			return nil, err
 		}
 		if chosen < 0 || !c.rails[chosen].up {
 			c.fillStates()
@@ -347,11 +391,15 @@ func (c *Conn) enqueueLocked(s *segment) error {
 			}
 		}
 		if chosen >= 0 && c.rails[chosen].queue.len() < c.cfg.QueueDepth {
-			c.push(c.rails[chosen], s)
-			return nil
+			r := c.rails[chosen]
+			c.push(r, s)
+			if !inline {
+				r.signal()
+			}
+			return r, nil
 		}
 		if !c.anyUp() {
-			return ErrAllRailsDown
+			return nil, ErrAllRailsDown
 		}
 		ch := c.changed
 		c.mu.Unlock()
@@ -368,7 +416,6 @@ func (c *Conn) push(r *rail, s *segment) {
 	s.enq = c.now()
 	r.queue.push(s)
 	r.queuedBytes += int64(len(s.payload) + wire.DataHeaderSize)
-	r.signal()
 }
 
 func (c *Conn) anyUp() bool {
@@ -395,7 +442,7 @@ func (c *Conn) Recv(ctx context.Context) (Message, error) {
 			c.mu.Lock()
 			c.recvMsgs++
 			c.mu.Unlock()
-			c.creditChanged()
+			c.creditChanged(reasm.Cost(uint64(len(m.Data))))
 			return Message{Tag: m.Tag, Data: m.Data}, nil
 		}
 		if gone {
@@ -419,12 +466,26 @@ func (c *Conn) Recv(ctx context.Context) (Message, error) {
 	}
 }
 
-// creditChanged makes the writers tell the peer about returned credit.
-func (c *Conn) creditChanged() {
-	for _, r := range c.rails {
-		r.signal()
+// creditChanged returns cost bytes of credit to the peer: at once when
+// much has accumulated (the peer may be waiting), otherwise within
+// AckDelay or piggybacked on the next frame.
+func (c *Conn) creditChanged(cost uint64) {
+	r := c.rails[0]
+	for _, x := range c.rails {
+		if x.isUp() {
+			r = x
+			break
+		}
 	}
+	if c.creditUnsent.Add(cost) >= c.cfg.creditBatch() {
+		c.creditUnsent.Store(0)
+		r.signal()
+		return
+	}
+	r.delayAck()
 }
+
+func (r *rail) isUp() bool { return !r.down.Load() }
 
 var errPeerClosed = errors.New("multirail: peer closed the connection")
 
@@ -470,6 +531,8 @@ func (c *Conn) shutdown(err error, goAway bool) {
 			// Segments are left to the garbage collector, not the pool: a
 			// writer may still hold them.
 			r.up = false
+			r.down.Store(true)
+			r.ackTimer.Stop()
 			r.queue.drain()
 			r.unacked.drain()
 			r.queuedBytes = 0
@@ -480,7 +543,10 @@ func (c *Conn) shutdown(err error, goAway bool) {
 }
 
 func putSeg(s *segment) {
-	s.payload, s.msg = nil, nil
+	if s.owned != nil && cap(*s.owned) == DefaultEagerLimit {
+		eagerPool.Put(s.owned)
+	}
+	s.payload, s.msg, s.owned = nil, nil, nil
 	segPool.Put(s)
 }
 
@@ -517,6 +583,7 @@ func (c *Conn) railDown(r *rail, err error) {
 	default:
 	}
 	r.up = false
+	r.down.Store(true)
 	r.errs.Add(1)
 	_ = r.c.Close()
 	segs := r.unacked.drain()
@@ -536,6 +603,7 @@ func (c *Conn) railDown(r *rail, err error) {
 			i = c.firstUp()
 		}
 		c.push(c.rails[i], s) // may exceed QueueDepth: resends are not held back
+		c.rails[i].signal()
 	}
 	c.broadcast()
 	c.mu.Unlock()
@@ -566,95 +634,171 @@ func isProtocol(err error) bool {
 // queue (not the kernel) holds the backlog the scheduler looks at.
 const maxBatch = 256 << 10
 
-// writer is the rail's only writer: it drains the send queue with
-// scatter-gather writes and sends ACKs, credit and pings.
+// wstate is a rail's write-side state, owned by whoever holds rail.wmu:
+// the rail's writer goroutine, or a Send or reader taking a fast path.
+type wstate struct {
+	batch     []*segment
+	iov       net.Buffers
+	ctl       []byte
+	ackSent   uint64
+	creditOut uint64
+	pingDue   bool
+	wrote     bool
+}
+
+// writeBatch writes pending control frames (ACK with credit, PING) and,
+// unless ctlOnly, up to maxBatch bytes of r's queue, in one writev. It
+// returns the number of frames written (0: nothing was pending). The caller
+// holds r.wmu.
+func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
+	w := &r.w
+	if code := c.goingAway.Load(); code != 0 {
+		return 0, errGoingAway
+	}
+	w.batch = w.batch[:0]
+	n := 0
+	backlog := false
+	if !ctlOnly {
+		c.mu.Lock()
+		if !r.up {
+			c.mu.Unlock()
+			return 0, net.ErrClosed
+		}
+		now := c.now()
+		for r.queue.len() > 0 && (n == 0 || n+len(r.queue.s[r.queue.head].payload) <= maxBatch) {
+			s := r.queue.pop()
+			sz := len(s.payload) + wire.DataHeaderSize
+			r.queuedBytes -= int64(sz)
+			n += sz
+			r.lastWait = now - s.enq
+			r.unacked.push(s)
+			w.batch = append(w.batch, s)
+		}
+		if len(w.batch) > 0 {
+			c.fillStates()
+			for _, s := range w.batch {
+				c.sch.Departed(now, r.idx, len(s.payload)+wire.DataHeaderSize, now-s.enq, c.states)
+			}
+			c.broadcast()
+		}
+		backlog = r.queue.len() > 0
+		c.mu.Unlock()
+	}
+	w.ctl = w.ctl[:0]
+	c.rmu.Lock()
+	credit := c.re.Granted()
+	c.rmu.Unlock()
+	if got := r.received.Load(); got != w.ackSent || credit != w.creditOut {
+		w.ackSent, w.creditOut = got, credit
+		w.ctl = wire.AppendAck(w.ctl, wire.Ack{Received: got, Credit: credit})
+		if r.ackArmed.Swap(false) {
+			r.ackTimer.Stop()
+		}
+	}
+	if w.pingDue && len(w.ctl) == 0 && len(w.batch) == 0 {
+		w.ctl = wire.AppendPing(w.ctl)
+	}
+	w.pingDue = false
+	if len(w.batch) == 0 && len(w.ctl) == 0 {
+		return 0, nil
+	}
+	iov := w.iov[:0]
+	if len(w.ctl) > 0 {
+		iov = append(iov, w.ctl)
+	}
+	for _, s := range w.batch {
+		iov = append(iov, s.hdr[:], s.payload)
+	}
+	w.iov = iov
+	t0 := time.Now()
+	_, err := iov.WriteTo(r.c) // consumes the copy of the slice header, not w.iov
+	clear(w.iov)
+	w.wrote = true
+	if err != nil {
+		return 0, err
+	}
+	if n > 0 {
+		r.bytesOut.Add(uint64(n))
+		r.segsOut.Add(uint64(len(w.batch)))
+		c.observeRate(r, n, t0, backlog)
+	}
+	frames := len(w.batch)
+	if len(w.ctl) > 0 {
+		frames++
+	}
+	return frames, nil
+}
+
+var errGoingAway = errors.New("multirail: closing")
+
+// flush writes until nothing is pending. ctlOnly limits it to control
+// frames. The caller holds r.wmu.
+func (c *Conn) flush(r *rail, ctlOnly bool) error {
+	for {
+		n, err := c.writeBatch(r, ctlOnly)
+		if err != nil || n == 0 {
+			return err
+		}
+	}
+}
+
+// tryFlush writes r's pending frames from the calling goroutine if no one
+// else is writing on r, and otherwise leaves them to whoever is (the
+// writer goroutine is signalled, so nothing waits for a wake-up that never
+// comes).
+func (c *Conn) tryFlush(r *rail, ctlOnly bool) {
+	if !r.wmu.TryLock() {
+		r.signal()
+		return
+	}
+	_, err := c.writeBatch(r, ctlOnly)
+	pending := r.received.Load() != r.w.ackSent
+	c.mu.Lock()
+	pending = pending || r.queue.len() > 0
+	c.mu.Unlock()
+	r.wmu.Unlock()
+	if err != nil && !errors.Is(err, errGoingAway) {
+		c.railDown(r, err)
+		return
+	}
+	if pending {
+		r.signal() // what is left goes to the writer goroutine
+	}
+}
+
+// writer is the rail's writer goroutine: it drains the send queue with
+// scatter-gather writes and sends ACKs, credit and pings. Fast paths may
+// write in its place while holding r.wmu.
 func (c *Conn) writer(r *rail) {
 	defer c.wg.Done()
 	defer close(r.goneAway)
 	ping := time.NewTicker(c.cfg.IdleTimeout / 3)
 	defer ping.Stop()
-	var (
-		batch     []*segment
-		bufs      net.Buffers
-		ctl       []byte
-		ackSent   uint64
-		creditOut uint64
-		wrote     bool
-	)
 	for {
+		pinging := false
 		select {
 		case <-r.wake:
 		case <-ping.C:
-			if !wrote {
-				ctl = wire.AppendPing(ctl)
-			}
-			wrote = false
+			pinging = true
 		case <-c.closed:
 			return
 		}
-		for {
-			if code := c.goingAway.Load(); code != 0 {
-				_ = r.c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
-				_, _ = r.c.Write(wire.AppendGoAway(ctl, uint16(code-1)))
-				return
-			}
-			batch = batch[:0]
-			c.mu.Lock()
-			if !r.up {
-				c.mu.Unlock()
-				return
-			}
-			now := c.now()
-			n := 0
-			for r.queue.len() > 0 && (n == 0 || n+len(r.queue.s[r.queue.head].payload) <= maxBatch) {
-				s := r.queue.pop()
-				sz := len(s.payload) + wire.DataHeaderSize
-				r.queuedBytes -= int64(sz)
-				n += sz
-				r.lastWait = now - s.enq
-				r.unacked.push(s)
-				batch = append(batch, s)
-			}
-			if len(batch) > 0 {
-				c.fillStates()
-				for _, s := range batch {
-					c.sch.Departed(now, r.idx, len(s.payload)+wire.DataHeaderSize, now-s.enq, c.states)
-				}
-				c.broadcast()
-			}
-			backlog := r.queue.len() > 0
-			c.mu.Unlock()
-
-			if got := r.received.Load(); got != ackSent || c.granted() != creditOut {
-				c.rmu.Lock()
-				creditOut = c.re.Granted()
-				c.rmu.Unlock()
-				ackSent = got
-				ctl = wire.AppendAck(ctl, wire.Ack{Received: got, Credit: creditOut})
-			}
-			if len(batch) == 0 && len(ctl) == 0 {
-				break
-			}
-			bufs = bufs[:0]
-			if len(ctl) > 0 {
-				bufs = append(bufs, ctl)
-			}
-			for _, s := range batch {
-				bufs = append(bufs, s.hdr[:], s.payload)
-			}
-			t0 := time.Now()
-			_, err := bufs.WriteTo(r.c)
-			ctl = ctl[:0]
-			wrote = true
-			if err != nil {
-				c.railDown(r, err)
-				return
-			}
-			if n > 0 {
-				r.bytesOut.Add(uint64(n))
-				r.segsOut.Add(uint64(len(batch)))
-				c.observeRate(r, n, t0, backlog)
-			}
+		r.wmu.Lock()
+		if pinging {
+			r.w.pingDue = !r.w.wrote
+			r.w.wrote = false
+		}
+		err := c.flush(r, false)
+		if errors.Is(err, errGoingAway) {
+			_ = r.c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+			_, _ = r.c.Write(wire.AppendGoAway(nil, uint16(c.goingAway.Load()-1)))
+			r.wmu.Unlock()
+			return
+		}
+		r.wmu.Unlock()
+		if err != nil {
+			c.railDown(r, err)
+			return
 		}
 	}
 }
@@ -694,10 +838,12 @@ func (c *Conn) reader(r *rail) {
 	defer c.wg.Done()
 	lim := c.re.Limits()
 	var (
-		hb      [wire.DataHeaderSize]byte
-		body    [wire.MaxControlBody]byte
-		scratch []byte
-		lastDL  time.Time
+		hb       [wire.DataHeaderSize]byte
+		body     [wire.MaxControlBody]byte
+		scratch  []byte
+		lastDL   time.Time
+		prompt   bool // a frame the sender waits for is not acknowledged yet
+		sinceAck int
 	)
 	fail := func(err error) {
 		if isProtocol(err) {
@@ -778,8 +924,14 @@ func (c *Conn) reader(r *rail) {
 			}
 			r.segsIn.Add(1)
 			r.received.Add(1)
-			if r.br.Buffered() == 0 {
-				r.signal() // acknowledge what we have, piggybacked when the writer is busy anyway
+			prompt = prompt || d.Flags&wire.FlagEager == 0
+			if sinceAck++; r.br.Buffered() == 0 || sinceAck >= 64 {
+				if prompt || sinceAck >= 64 {
+					r.signal() // the sender waits for this ACK
+				} else {
+					r.delayAck()
+				}
+				prompt, sinceAck = false, 0
 			}
 		case wire.TypeAck:
 			if _, err := io.ReadFull(r.br, body[:h.Len]); err != nil {
@@ -817,6 +969,14 @@ func (c *Conn) reader(r *rail) {
 	}
 }
 
+// delayAck makes sure an ACK goes out within AckDelay unless a frame of
+// ours carries one first.
+func (r *rail) delayAck() {
+	if r.ackArmed.CompareAndSwap(false, true) {
+		r.ackTimer.Reset(AckDelay)
+	}
+}
+
 // notifyRecvLocked wakes Recv when a message is ready. Caller holds c.rmu.
 func (c *Conn) notifyRecvLocked() {
 	if c.re.Ready() {
@@ -839,7 +999,7 @@ func (c *Conn) ack(r *rail, a wire.Ack) error {
 		s := r.unacked.pop()
 		r.acked++
 		s.msg.remaining--
-		if s.msg.remaining == 0 {
+		if s.msg.remaining == 0 && s.msg.done != nil {
 			close(s.msg.done)
 		}
 		putSeg(s)

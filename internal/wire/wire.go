@@ -34,6 +34,11 @@ const (
 // Flags of a DATA frame.
 const (
 	FlagCRC uint8 = 1 << 0 // the CRC field holds the CRC32C of the payload
+	// FlagEager marks a segment of a message the sender does not wait
+	// for: its ACK may be delayed (by up to AckDelay) and piggybacked.
+	FlagEager uint8 = 1 << 1
+	// DataFlags are all flags a DATA frame may carry.
+	DataFlags = FlagCRC | FlagEager
 )
 
 // Fixed body sizes.
@@ -124,7 +129,7 @@ func ParseHeader(b []byte, lim Limits) (Header, error) {
 		}
 		return h, nil
 	case TypeData:
-		if h.Flags&^FlagCRC != 0 {
+		if h.Flags&^DataFlags != 0 {
 			return h, malformed("unknown data flags %#x", h.Flags)
 		}
 		if lim.SegmentSize <= 0 {

@@ -424,7 +424,7 @@ func TestParseHeaderRejects(t *testing.T) {
 		{"reserved-2", hdr(TypePing, 0, 1, 0, 0), testLim},
 		{"reserved-3", hdr(TypePing, 0, 0, 0x80, 0), testLim},
 		{"reserved-data", hdr(TypeData, 0, 0, 1, DataFixedSize), testLim},
-		{"data-flag-2", hdr(TypeData, 0x02, 0, 0, DataFixedSize), testLim},
+		{"data-flag-4", hdr(TypeData, 0x04, 0, 0, DataFixedSize), testLim},
 		{"data-flag-80", hdr(TypeData, 0x80|FlagCRC, 0, 0, DataFixedSize), testLim},
 		{"data-len-0", hdr(TypeData, 0, 0, 0, 0), testLim},
 		{"data-len-39", hdr(TypeData, 0, 0, 0, DataFixedSize-1), testLim},

@@ -1,0 +1,76 @@
+package multirail
+
+import (
+	"context"
+	"io"
+	"net"
+	"testing"
+)
+
+// BenchmarkRoundTrip1B: a 1-byte message and its echo over one loopback
+// rail (compare with BenchmarkTCPRoundTrip1B, measured in the same run).
+func BenchmarkRoundTrip1B(b *testing.B) {
+	a, s := pair(b, 1, Config{})
+	ctx := context.Background()
+	go func() {
+		for {
+			m, err := s.Recv(ctx)
+			if err != nil {
+				return
+			}
+			if s.Send(ctx, m.Tag, m.Data) != nil {
+				return
+			}
+		}
+	}()
+	one := []byte{1}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := a.Send(ctx, 0, one); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := a.Recv(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkTCPRoundTrip1B: plain Go TCP ping-pong on loopback.
+func BenchmarkTCPRoundTrip1B(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		var one [1]byte
+		for {
+			if _, err := io.ReadFull(c, one[:]); err != nil {
+				return
+			}
+			if _, err := c.Write(one[:]); err != nil {
+				return
+			}
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	var one [1]byte
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := c.Write(one[:]); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, one[:]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
