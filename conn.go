@@ -1,7 +1,6 @@
 package multirail
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -97,7 +96,7 @@ type rail struct {
 	name    string
 	nominal float64
 	c       net.Conn
-	br      *bufio.Reader
+	br      *hs.Reader
 	wake    chan struct{} // cap 1: work for the writer
 	wmu     sync.Mutex    // held by whoever writes on c
 	w       wstate        // guarded by wmu
@@ -150,6 +149,7 @@ type Conn struct {
 	sch          sched.Scheduler
 	states       []sched.RailState
 	changed      chan struct{} // closed and replaced on every change senders may wait for
+	enqueuing    chan struct{} // cap 1: held by the Send queueing a large message
 	nextID       uint64
 	peerCredit   uint64 // cumulative credit granted by the peer
 	usedCredit   uint64
@@ -186,7 +186,7 @@ type peerParams struct {
 }
 
 func newConn(cfg config, session [16]byte, rails []railInit, peer peerParams, sch sched.Scheduler) (*Conn, error) {
-	re, err := reasm.New(reasm.Config{SegmentSize: peer.seg, MaxMessage: cfg.MaxMessageSize, Window: uint64(cfg.MaxReceiveBuffer)})
+	re, err := reasm.New(reasm.Config{SegmentSize: peer.seg, MaxMessage: cfg.MaxMessageSize, Window: uint64(cfg.MaxReceiveBuffer), Alloc: allocRecv})
 	if err != nil {
 		return nil, err
 	}
@@ -199,6 +199,7 @@ func newConn(cfg config, session [16]byte, rails []railInit, peer peerParams, sc
 		sch:        sch,
 		states:     make([]sched.RailState, len(rails)),
 		changed:    make(chan struct{}),
+		enqueuing:  make(chan struct{}, 1),
 		nextID:     1,
 		peerCredit: peer.window,
 		peerWindow: peer.window,
@@ -209,7 +210,7 @@ func newConn(cfg config, session [16]byte, rails []railInit, peer peerParams, sc
 	c.log = cfg.Logger.With("session", fmt.Sprintf("%x", session[:4]))
 	for i, ri := range rails {
 		r := &rail{idx: i, name: ri.name, nominal: ri.nominal, c: ri.c, up: true,
-			br: bufio.NewReaderSize(ri.c, 64<<10), wake: make(chan struct{}, 1), goneAway: make(chan struct{})}
+			br: hs.NewReader(ri.c, 64<<10), wake: make(chan struct{}, 1), goneAway: make(chan struct{})}
 		hs.Tune(ri.c, max(2*cfg.SegmentSize, 128<<10))
 		r.ackTimer = time.AfterFunc(time.Hour, r.signal)
 		r.ackTimer.Stop()
@@ -269,13 +270,33 @@ func (c *Conn) fillStates() {
 // has been handed to the rails, cancelling ctx makes Send return ctx's
 // error, but the message stays in flight and will be delivered unless the
 // connection fails; msg must then not be modified before Close.
-func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) error {
+func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
+	released := false
 	if int64(len(msg)) > c.cfg.MaxMessageSize {
 		return fmt.Errorf("%w: %d bytes, MaxMessageSize is %d", ErrTooLarge, len(msg), c.cfg.MaxMessageSize)
 	}
 	cost := reasm.Cost(uint64(len(msg)))
 	if uint64(len(msg)) > c.peerMax || cost > c.peerWindow {
 		return fmt.Errorf("%w: %d bytes, the peer accepts at most %d", ErrTooLarge, len(msg), min(c.peerMax, c.peerWindow-reasm.Overhead))
+	}
+	eager := len(msg) <= c.cfg.EagerLimit
+	if !eager {
+		// Large messages are queued one after the other, so that they
+		// complete one after the other and the rails never idle while all
+		// of them wait for their last segments. Eager messages slip in
+		// between.
+		select {
+		case c.enqueuing <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.closed:
+			return c.closedErr()
+		}
+		defer func() {
+			if !released {
+				<-c.enqueuing
+			}
+		}()
 	}
 	c.mu.Lock()
 	for c.usedCredit+cost > c.peerCredit {
@@ -302,7 +323,6 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) error {
 	if len(msg) > 0 {
 		n = (len(msg) + seg - 1) / seg
 	}
-	eager := len(msg) <= c.cfg.EagerLimit
 	om := &outMsg{remaining: n}
 	if !eager {
 		om.done = make(chan struct{})
@@ -354,6 +374,8 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) error {
 	if eager {
 		return nil
 	}
+	<-c.enqueuing
+	released = true
 	select {
 	case <-om.done:
 		return nil
@@ -581,6 +603,11 @@ func (c *Conn) railDown(r *rail, err error) {
 		c.mu.Unlock()
 		return
 	default:
+	}
+	if c.goingAway.Load() != 0 {
+		// Closing: the peer may close its ends before we close ours.
+		c.mu.Unlock()
+		return
 	}
 	r.up = false
 	r.down.Store(true)
@@ -838,12 +865,13 @@ func (c *Conn) reader(r *rail) {
 	defer c.wg.Done()
 	lim := c.re.Limits()
 	var (
-		hb       [wire.DataHeaderSize]byte
-		body     [wire.MaxControlBody]byte
-		scratch  []byte
-		lastDL   time.Time
-		prompt   bool // a frame the sender waits for is not acknowledged yet
-		sinceAck int
+		hb        [wire.DataHeaderSize]byte
+		body      [wire.MaxControlBody]byte
+		scratch   []byte
+		lastDL    time.Time
+		prompt    bool // a frame the sender waits for is not acknowledged yet
+		sinceAck  int  // bytes received since the last ACK was asked for
+		completed bool
 	)
 	fail := func(err error) {
 		if isProtocol(err) {
@@ -857,7 +885,7 @@ func (c *Conn) reader(r *rail) {
 			_ = r.c.SetReadDeadline(now.Add(c.cfg.IdleTimeout))
 			lastDL = now
 		}
-		if _, err := io.ReadFull(r.br, hb[:wire.HeaderSize]); err != nil {
+		if err := r.br.ReadFull(hb[:wire.HeaderSize]); err != nil {
 			fail(err)
 			return
 		}
@@ -868,7 +896,7 @@ func (c *Conn) reader(r *rail) {
 		}
 		switch h.Type {
 		case wire.TypeData:
-			if _, err := io.ReadFull(r.br, hb[wire.HeaderSize:]); err != nil {
+			if err := r.br.ReadFull(hb[wire.HeaderSize:]); err != nil {
 				fail(err)
 				return
 			}
@@ -889,7 +917,7 @@ func (c *Conn) reader(r *rail) {
 			}
 			switch verdict {
 			case reasm.Write:
-				_, err = io.ReadFull(r.br, dst)
+				err = r.br.ReadFull(dst)
 				if err == nil && d.Flags&wire.FlagCRC != 0 && wire.Checksum(dst) != d.CRC {
 					err = fmt.Errorf("%w: checksum mismatch in message %d at %d", wire.ErrMalformed, d.Message, d.Offset)
 				}
@@ -897,7 +925,7 @@ func (c *Conn) reader(r *rail) {
 				if err != nil {
 					c.re.Abort(d)
 				} else {
-					c.re.Commit(d)
+					completed = c.re.Commit(d)
 				}
 				c.notifyRecvLocked()
 				c.rmu.Unlock()
@@ -911,7 +939,7 @@ func (c *Conn) reader(r *rail) {
 					scratch = make([]byte, d.Len)
 				}
 				p := scratch[:d.Len]
-				if _, err := io.ReadFull(r.br, p); err != nil {
+				if err := r.br.ReadFull(p); err != nil {
 					fail(err)
 					return
 				}
@@ -922,19 +950,31 @@ func (c *Conn) reader(r *rail) {
 					c.rmu.Unlock()
 				}
 			}
+			r.br.LookAhead(int(d.Len))
 			r.segsIn.Add(1)
 			r.received.Add(1)
-			prompt = prompt || d.Flags&wire.FlagEager == 0
-			if sinceAck++; r.br.Buffered() == 0 || sinceAck >= 64 {
-				if prompt || sinceAck >= 64 {
-					r.signal() // the sender waits for this ACK
+			eager := d.Flags&wire.FlagEager != 0
+			prompt = prompt || !eager
+			sinceAck += int(d.Len) + wire.DataHeaderSize
+			switch {
+			case completed && !eager:
+				// The sender waits for every segment of this message,
+				// whichever rail carried it.
+				for _, x := range c.rails {
+					x.signal()
+				}
+				prompt, sinceAck = false, 0
+			case r.br.Buffered() == 0 || sinceAck >= ackEvery:
+				if prompt || sinceAck >= ackEvery {
+					r.signal()
 				} else {
 					r.delayAck()
 				}
 				prompt, sinceAck = false, 0
 			}
+			completed = false
 		case wire.TypeAck:
-			if _, err := io.ReadFull(r.br, body[:h.Len]); err != nil {
+			if err := r.br.ReadFull(body[:h.Len]); err != nil {
 				fail(err)
 				return
 			}
@@ -948,7 +988,7 @@ func (c *Conn) reader(r *rail) {
 			}
 		case wire.TypePing:
 		case wire.TypeGoAway:
-			if _, err := io.ReadFull(r.br, body[:h.Len]); err != nil {
+			if err := r.br.ReadFull(body[:h.Len]); err != nil {
 				fail(err)
 				return
 			}
@@ -968,6 +1008,10 @@ func (c *Conn) reader(r *rail) {
 		}
 	}
 }
+
+// ackEvery is how many received bytes make a rail acknowledge even while
+// more data is arriving back to back.
+const ackEvery = 256 << 10
 
 // delayAck makes sure an ACK goes out within AckDelay unless a frame of
 // ours carries one first.
@@ -1022,6 +1066,9 @@ type RailStats struct {
 	// Queued and QueuedBytes are the rail's send-queue length now.
 	Queued      int
 	QueuedBytes int64
+	// InFlight is the number of segments written on the rail and not yet
+	// acknowledged by the peer.
+	InFlight int
 	// LastWait is the queueing delay of the last segment that left the
 	// queue; LastWaitSegments is the same in units of one segment's
 	// transmission time (wait_time), 0 while the rate is unknown.
@@ -1059,7 +1106,7 @@ func (c *Conn) Stats() Stats {
 			Name: r.name, Up: r.up,
 			BytesSent: r.bytesOut.Load(), SegmentsSent: r.segsOut.Load(),
 			BytesReceived: r.bytesIn.Load(), SegmentsReceived: r.segsIn.Load(),
-			Queued: r.queue.len(), QueuedBytes: r.queuedBytes,
+			Queued: r.queue.len(), QueuedBytes: r.queuedBytes, InFlight: r.unacked.len(),
 			LastWait: time.Duration(r.lastWait), RateBps: r.rate, Errors: r.errs.Load(),
 		}
 		if r.rate > 0 {

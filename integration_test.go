@@ -181,7 +181,7 @@ func TestAllRailsDown(t *testing.T) {
 	if _, err := b.Recv(ctx); !errors.Is(err, ErrAllRailsDown) {
 		t.Fatalf("Recv after all rails broke: %v, want ErrAllRailsDown", err)
 	}
-	if err := a.Send(ctx, 0, []byte("x")); err == nil {
+	if err := a.Send(ctx, 0, make([]byte, 64<<10)); err == nil { // not eager: waits for the ACK
 		t.Fatal("Send after all rails broke succeeded")
 	}
 }

@@ -264,6 +264,7 @@ func stream(ctx context.Context, cli, srv *multirail.Conn, o Options, start time
 				recvDone <- fmt.Errorf("bench: unexpected message tag %d, %d bytes", m.Tag, len(m.Data))
 				return
 			}
+			srv.Release(m.Data)
 			lg := &logs[g]
 			lg.mu.Lock()
 			sent := lg.sends[next[g]]

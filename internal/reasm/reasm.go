@@ -33,6 +33,10 @@ type Config struct {
 	// It bounds the bytes held (messages being assembled plus messages
 	// complete but not yet taken by Next).
 	Window uint64
+	// Alloc, if set, returns a buffer of exactly n bytes for a new message
+	// (for example from a pool). Its contents need not be zero: every byte
+	// is written before the message is released. nil means make.
+	Alloc func(n int) []byte
 }
 
 // Verdict says what the caller must do with a segment's payload.
@@ -152,7 +156,13 @@ func (r *Reassembler) Begin(d wire.Data) ([]byte, Verdict, error) {
 		if d.Total > 0 {
 			n = int((d.Total + uint64(r.cfg.SegmentSize) - 1) / uint64(r.cfg.SegmentSize))
 		}
-		m = &msg{id: d.Message, tag: d.Tag, data: make([]byte, d.Total), slots: make([]uint8, n), missing: n}
+		var data []byte
+		if r.cfg.Alloc != nil {
+			data = r.cfg.Alloc(int(d.Total))
+		} else {
+			data = make([]byte, d.Total)
+		}
+		m = &msg{id: d.Message, tag: d.Tag, data: data, slots: make([]uint8, n), missing: n}
 		r.msgs[d.Message] = m
 		r.held += int64(d.Total)
 		r.advance()
@@ -173,19 +183,20 @@ func (r *Reassembler) Begin(d wire.Data) ([]byte, Verdict, error) {
 }
 
 // Commit records that the payload of a segment Begin answered with Write
-// is in place.
-func (r *Reassembler) Commit(d wire.Data) {
+// is in place. It reports whether that completed the segment's message.
+func (r *Reassembler) Commit(d wire.Data) bool {
 	m := r.msgs[d.Message]
 	if m == nil {
-		return
+		return false
 	}
 	i := r.slot(&d)
 	if m.slots[i] != slotBusy {
-		return
+		return false
 	}
 	m.slots[i] = slotDone
 	delete(m.held, i)
 	r.done(m)
+	return m.missing == 0
 }
 
 // Abort records that reading the payload of a segment Begin answered with

@@ -1,0 +1,51 @@
+package multirail
+
+import (
+	"math/bits"
+	"sync"
+)
+
+// Receive buffers come from power-of-two size classes from 4 KiB to
+// 256 MiB; Release returns them. Larger messages are plainly allocated.
+const (
+	minClassShift = 12
+	maxClassShift = 28
+)
+
+var bufClasses [maxClassShift - minClassShift + 1]sync.Pool
+
+func classOf(n int) int {
+	if n <= 1<<minClassShift {
+		return 0
+	}
+	return bits.Len(uint(n-1)) - minClassShift
+}
+
+// allocRecv returns an n-byte buffer, reusing a released one if any.
+func allocRecv(n int) []byte {
+	c := classOf(n)
+	if c >= len(bufClasses) {
+		return make([]byte, n)
+	}
+	if p, ok := bufClasses[c].Get().(*[]byte); ok {
+		return (*p)[:n]
+	}
+	return make([]byte, n, 1<<(c+minClassShift))
+}
+
+// Release hands the Data of a received message back for reuse by later
+// receives, which saves allocating (and zeroing) a buffer per message. The
+// caller must not touch data afterwards. Releasing is optional; buffers not
+// released are garbage collected as usual.
+func (c *Conn) Release(data []byte) {
+	k := cap(data)
+	if k < 1<<minClassShift || k&(k-1) != 0 {
+		return // not one of ours
+	}
+	cl := bits.Len(uint(k)) - 1 - minClassShift
+	if cl >= len(bufClasses) {
+		return
+	}
+	b := data[:0]
+	bufClasses[cl].Put(&b)
+}

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/multirail/multirail/sched"
+)
+
+// checkDemoReport checks a demo report object against the schedulers.
+func checkDemoReport(t *testing.T, what string, rep demoReport, dir string) {
+	t.Helper()
+	if rep.Out != dir {
+		t.Errorf("%s: out = %q, want %q", what, rep.Out, dir)
+	}
+	names := sched.Names()
+	if len(rep.Results) != len(names) {
+		t.Fatalf("%s: %d results, want one per scheduler %v", what, len(rep.Results), names)
+	}
+	for i, r := range rep.Results {
+		if r.Sched != names[i] {
+			t.Errorf("%s: result %d is %q, want %q", what, i, r.Sched, names[i])
+		}
+		if !(r.GoodputBps > 0) || !(r.CapacityBps > 0) || len(r.Rails) != 3 {
+			t.Errorf("%s: %s: goodput %v, capacity %v, %d rails; want > 0, > 0, 3", what, r.Sched, r.GoodputBps, r.CapacityBps, len(r.Rails))
+		}
+	}
+	if !(rep.Baseline.GoodputBps > 0) {
+		t.Errorf("%s: baseline goodput %v, want > 0", what, rep.Baseline.GoodputBps)
+	}
+	if len(rep.Timelines) != len(names) {
+		t.Fatalf("%s: %d timelines, want %d", what, len(rep.Timelines), len(names))
+	}
+	for _, tl := range rep.Timelines {
+		if len(tl.T) == 0 || len(tl.RailsBps) != 3 || len(tl.RailsBps[0]) != len(tl.T) {
+			t.Errorf("%s: timeline %s: %d bins, %d rails", what, tl.Sched, len(tl.T), len(tl.RailsBps))
+		}
+	}
+}
+
+func TestDemoWritesReport(t *testing.T) {
+	names := sched.Names()
+	t.Run("report", func(t *testing.T) {
+		t.Parallel()
+		dir := filepath.Join(t.TempDir(), "x")
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{"demo", "--duration", "1s", "--quiet", "--out", dir}, &stdout, &stderr); code != 0 {
+			t.Fatalf("exit status %d, stderr:\n%s", code, stderr.String())
+		}
+		out := stdout.String()
+		if !strings.HasSuffix(out, "report written to "+dir+"\n") {
+			t.Errorf("stdout does not end with %q:\n%s", "report written to "+dir, out)
+		}
+		for _, n := range append(slices.Clone(names), "plain TCP") {
+			if !strings.Contains(out, n) {
+				t.Errorf("stdout table lacks %q:\n%s", n, out)
+			}
+		}
+		data, err := os.ReadFile(filepath.Join(dir, "results.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep demoReport
+		if err := json.Unmarshal(data, &rep); err != nil {
+			t.Fatalf("results.json: %v", err)
+		}
+		checkDemoReport(t, "results.json", rep, dir)
+		for _, f := range []string{"goodput.png", "summary.png"} {
+			fh, err := os.Open(filepath.Join(dir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			img, err := png.Decode(fh)
+			fh.Close()
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if b := img.Bounds(); b.Dx() < 200 || b.Dy() < 200 {
+				t.Errorf("%s is %v, want a readable size", f, b)
+			}
+		}
+		md, err := os.ReadFile(filepath.Join(dir, "summary.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range append(slices.Clone(names), "goodput.png", "summary.png", "Plain TCP", "| scheduler |") {
+			if !strings.Contains(string(md), want) {
+				t.Errorf("summary.md lacks %q", want)
+			}
+		}
+	})
+	t.Run("json", func(t *testing.T) {
+		t.Parallel()
+		dir := filepath.Join(t.TempDir(), "y")
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{"demo", "--duration", "1s", "--quiet", "--json", "--out", dir}, &stdout, &stderr); code != 0 {
+			t.Fatalf("exit status %d, stderr:\n%s", code, stderr.String())
+		}
+		// Exactly one JSON object on stdout, the same as results.json.
+		dec := json.NewDecoder(&stdout)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			t.Fatalf("stdout is not JSON: %v", err)
+		}
+		if dec.More() {
+			t.Errorf("more than one JSON value on stdout")
+		}
+		file, err := os.ReadFile(filepath.Join(dir, "results.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, b demoReport
+		if err := json.Unmarshal(raw, &a); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(file, &b); err != nil {
+			t.Fatal(err)
+		}
+		checkDemoReport(t, "stdout", a, dir)
+		ja, _ := json.Marshal(a)
+		jb, _ := json.Marshal(b)
+		if !bytes.Equal(ja, jb) {
+			t.Errorf("--json output differs from results.json")
+		}
+	})
+}
+
+func TestDemoBadFlags(t *testing.T) {
+	full := t.TempDir()
+	if err := os.WriteFile(filepath.Join(full, "keep.txt"), []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "plain-file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		want []string // substrings of the message
+	}{
+		{[]string{"--duration", "0s"}, []string{"--duration 0s", "1s..10m0s"}},
+		{[]string{"--duration", "20m"}, []string{"--duration 20m0s", "1s..10m0s"}},
+		{[]string{"--duration", "-3s"}, []string{"--duration -3s", "1s..10m0s"}},
+		{[]string{"--duration", "soon"}, []string{"soon"}},
+		{[]string{"--out", full}, []string{full, "not empty"}},
+		{[]string{"--out", file}, []string{file, "not a folder"}},
+		{[]string{"extra"}, []string{"extra"}},
+	}
+	for _, c := range cases {
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"demo", "--quiet"}, c.args...)
+		code := run(args, &stdout, &stderr)
+		msg := stderr.String()
+		if code != 2 {
+			t.Errorf("%v: exit status %d, want 2 (stderr %q)", c.args, code, msg)
+			continue
+		}
+		if strings.Count(msg, "\n") != 1 || !strings.HasSuffix(msg, "\n") {
+			t.Errorf("%v: want a one-line message, got %q", c.args, msg)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(msg, w) {
+				t.Errorf("%v: message %q does not mention %q", c.args, msg, w)
+			}
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("%v: stdout %q, want nothing", c.args, stdout.String())
+		}
+	}
+	ents, err := os.ReadDir(full)
+	if err != nil || len(ents) != 1 {
+		t.Errorf("non-empty --out folder was touched: %v entries, %v", len(ents), err)
+	}
+}
+
+func TestBinGoodput(t *testing.T) {
+	// Rail 0 delivers 1e6 B/s for the first second and 3e6 B/s after;
+	// rail 1 a constant 0.5e6 B/s. Samples every 100 ms up to 2.04 s: the
+	// 40 ms remainder joins the last bin.
+	var ts []time.Duration
+	var cum [][]uint64
+	at := func(s float64) []uint64 {
+		r0 := min(s, 1)*1e6 + max(s-1, 0)*3e6
+		return []uint64{uint64(math.Round(r0)), uint64(math.Round(s * 0.5e6))}
+	}
+	for i := 1; i <= 20; i++ {
+		s := float64(i) / 10
+		ts = append(ts, time.Duration(i)*100*time.Millisecond)
+		cum = append(cum, at(s))
+	}
+	ts = append(ts, 2040*time.Millisecond)
+	cum = append(cum, at(2.04))
+	mid, bps := binGoodput(ts, cum, 500*time.Millisecond)
+	wantMid := []float64{0.25, 0.75, 1.25, 1.77}
+	want0 := []float64{8e6, 8e6, 24e6, 24e6}
+	if len(mid) != len(wantMid) || len(bps) != 2 {
+		t.Fatalf("got %d bins, %d rails; want %d, 2", len(mid), len(bps), len(wantMid))
+	}
+	for i := range mid {
+		if math.Abs(mid[i]-wantMid[i]) > 1e-9 {
+			t.Errorf("bin %d middle %v, want %v", i, mid[i], wantMid[i])
+		}
+		if math.Abs(bps[0][i]-want0[i]) > 1e3 || math.Abs(bps[1][i]-4e6) > 1e3 {
+			t.Errorf("bin %d: %v / %v bit/s, want %v / 4e6", i, bps[0][i], bps[1][i], want0[i])
+		}
+	}
+	if m, b := binGoodput(nil, nil, time.Second); m != nil || b != nil {
+		t.Errorf("no samples: got %v, %v", m, b)
+	}
+}

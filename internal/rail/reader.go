@@ -1,0 +1,96 @@
+package rail
+
+import (
+	"io"
+	"net"
+)
+
+// Reader reads a rail's frames with few system calls: a payload is read
+// straight into its destination, and the same read fetches what follows
+// (the next headers, small frames) into a look-ahead buffer. On Linux that
+// is one readv(2); elsewhere it falls back to plain reads.
+type Reader struct {
+	c    net.Conn
+	rv   readvFunc // nil: plain reads
+	buf  []byte
+	r, w int
+	// ahead bounds the look-ahead of the next read (see LookAhead).
+	ahead int
+}
+
+const (
+	bigRead   = 16 << 10
+	lookAhead = 4 << 10
+)
+
+// readvFunc reads into p, then q, in one call, returning the bytes put in
+// each.
+type readvFunc func(p, q []byte) (int, int, error)
+
+// NewReader returns a Reader over c with a look-ahead buffer of size bytes.
+func NewReader(c net.Conn, size int) *Reader {
+	return &Reader{c: c, rv: readvFor(c), buf: make([]byte, size), ahead: size}
+}
+
+// LookAhead tells the reader what to expect: after big payloads, read
+// ahead only a little (what is read ahead is copied once more); after
+// small frames, read ahead a whole buffer (one system call for many).
+func (b *Reader) LookAhead(lastPayload int) {
+	if lastPayload >= bigRead {
+		b.ahead = lookAhead
+	} else {
+		b.ahead = len(b.buf)
+	}
+}
+
+// Buffered is the number of bytes read ahead and not yet consumed.
+func (b *Reader) Buffered() int { return b.w - b.r }
+
+// ReadFull fills p, returning io.ErrUnexpectedEOF if the stream ends
+// partway and io.EOF if it ends before the first byte.
+func (b *Reader) ReadFull(p []byte) error {
+	n := copy(p, b.buf[b.r:b.w])
+	b.r += n
+	if b.r == b.w {
+		b.r, b.w = 0, 0
+	}
+	for n < len(p) {
+		var (
+			m, k int
+			err  error
+		)
+		if b.rv != nil {
+			q := b.buf[b.w:]
+			if len(q) > b.ahead {
+				q = q[:b.ahead]
+			}
+			m, k, err = b.rv(p[n:], q)
+		} else if len(p)-n < len(b.buf) {
+			// Small read: fill the (empty) look-ahead buffer, then copy.
+			var got int
+			got, err = b.c.Read(b.buf)
+			m = copy(p[n:], b.buf[:got])
+			b.r, b.w = m, got
+			if b.r == b.w {
+				b.r, b.w = 0, 0
+			}
+		} else {
+			m, err = b.c.Read(p[n:])
+		}
+		n += m
+		b.w += k
+		if err != nil {
+			if n == len(p) {
+				return nil // the error comes back on the next read
+			}
+			if err == io.EOF && n > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		if m == 0 && k == 0 {
+			return io.ErrNoProgress
+		}
+	}
+	return nil
+}
