@@ -471,3 +471,41 @@ func TestConfigErrors(t *testing.T) {
 		t.Errorf("zero Config for Listen: %v", err)
 	}
 }
+
+// TestIdleTimeout: a peer that goes silent (no data, no pings) loses its
+// rail after IdleTimeout.
+func TestIdleTimeout(t *testing.T) {
+	ln, err := Listen("127.0.0.1:0", Config{IdleTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	h := goodHello()
+	h.Session[0] = 45
+	_, srv := rawSession(t, ln, "", h)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := srv.Recv(ctx); !errors.Is(err, ErrAllRailsDown) {
+		t.Fatalf("Recv from a silent peer: %v, want ErrAllRailsDown after the idle timeout", err)
+	}
+}
+
+// TestIdleConnectionStaysUp: pings keep a quiet but healthy connection alive.
+func TestIdleConnectionStaysUp(t *testing.T) {
+	a, b := pair(t, 2, Config{IdleTimeout: 150 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Stay idle for four idle timeouts: only pings cross the rails.
+	time.Sleep(600 * time.Millisecond)
+	for _, r := range a.Stats().Rails {
+		if !r.Up {
+			t.Fatalf("rail %s went down on an idle but healthy connection", r.Name)
+		}
+	}
+	if err := a.Send(ctx, 1, make([]byte, 100<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := b.Recv(ctx); err != nil || len(m.Data) != 100<<10 {
+		t.Fatalf("Recv after idling: %d bytes, %v", len(m.Data), err)
+	}
+}
