@@ -1,0 +1,101 @@
+// Package multirail moves messages between two hosts over several network
+// paths ("rails") at once: several NICs, several subnets, an Ethernet and an
+// IP-over-InfiniBand path, or any mix of TCP paths the two hosts share.
+//
+// # Model
+//
+// A Conn spans several rails; each rail is one TCP connection. Dial opens
+// every rail listed in Config.Rails and joins them into one session;
+// Listen and Listener.Accept take the other end, where all rails of a
+// peer's connection connect to the same listening address. Every rail is
+// authenticated on its own (see Token below).
+//
+// Send cuts a message into segments of at most Config.SegmentSize bytes. A
+// scheduler (Config.Scheduler; see package sched) picks the rail for each
+// segment, and each rail has a bounded send queue (Config.QueueDepth
+// segments) drained by its own writer. The receiver reassembles the
+// segments, arriving on any rail in any order, and Recv returns whole
+// messages only. Messages with the same tag are received in the order
+// their Sends started; messages with different tags may overtake each
+// other. The available schedulers today are "roundrobin", "weighted" (static
+// shares from Rail.Bandwidth, which must then be set on every rail) and
+// "shortestqueue" (the default).
+//
+// Small messages, up to Config.EagerLimit bytes, are sent eagerly: Send
+// copies the message and returns as soon as the copy is queued on a rail,
+// without waiting for the peer. Larger messages are written from the
+// caller's buffer, and Send returns once the peer has acknowledged every
+// segment. A nil error from an eager Send therefore does not prove
+// delivery: if the connection fails, or is closed, while the copy is still
+// queued, the message is lost (see Close below).
+//
+// Flow control bounds the receiver's memory: each side grants the other a
+// window of Config.MaxReceiveBuffer bytes, which covers messages being
+// reassembled plus complete messages not yet taken by Recv (each counted
+// with a small fixed overhead). A Send waits until its message fits in the
+// peer's window; Recv returns the credit. Messages larger than
+// Config.MaxMessageSize, or larger than the peer accepts, fail with
+// ErrTooLarge.
+//
+// When a rail breaks, it is taken out of service and its queued and
+// unacknowledged segments are resent on the rails still up; the connection
+// carries on as long as one rail is left. Idle rails are kept alive with
+// pings, and a rail on which nothing arrives for Config.IdleTimeout is
+// dropped.
+//
+// Recv allocates the buffer of each message from size-classed pools. A
+// caller that is done with Message.Data may hand it back with Conn.Release,
+// so later receives reuse it instead of allocating; releasing is optional.
+//
+// Conn.Stats returns a snapshot of the connection's telemetry: the
+// scheduler's name, and per rail the bytes and segments sent and received,
+// the send-queue length, the segments in flight (written, not yet
+// acknowledged), the last queueing delay and a drain-rate estimate.
+//
+// # What the caller must do
+//
+//   - Close every Conn and Listener. Close tells the peer (whose Recv then
+//     returns the messages already received, then io.EOF), closes every
+//     rail and waits for the connection's goroutines. Close does not flush:
+//     eager messages still queued on a rail are dropped, and the peer still
+//     sees a normal end. When the last messages matter, have the peer
+//     confirm them (reply with a message) before closing. Closing a
+//     Listener does not close connections it has already handed out.
+//   - Not modify msg while Send runs. Segments of a large message are
+//     written straight from msg; if ctx is cancelled after the message was
+//     handed to the rails, Send returns but the message stays in flight, and
+//     msg must then not be modified before Close.
+//   - Give both sides the same token: Config.Token or, when it is empty,
+//     the MULTIRAIL_TOKEN environment variable (TokenEnv). Both sides prove
+//     they know it with an HMAC-SHA256 challenge-response on every rail. An
+//     empty token on both sides means no secret at all; use that on trusted
+//     networks only. The traffic itself is not encrypted.
+//   - Not touch Message.Data after passing it to Release.
+//
+// All methods of Conn and Listener are safe for concurrent use; concurrent
+// Sends pipeline over the rails.
+//
+// # Errors
+//
+//   - ErrConfig is wrapped by every configuration error of Dial and Listen;
+//     the message names the field, its value and the allowed range.
+//   - *RailError is returned by Dial when a rail cannot be opened or
+//     authenticated within Config.HandshakeTimeout; it names the rail and
+//     wraps the cause (a network error, or ctx's error).
+//   - ErrClosed is returned by calls on a connection (or Listener) closed by
+//     this side; it wraps net.ErrClosed, so errors.Is(err, net.ErrClosed)
+//     holds too. When the peer closed the connection first, Recv returns
+//     the messages already received and then io.EOF; Send then fails with
+//     an error that is currently none of the sentinels listed here.
+//   - ErrAllRailsDown means every rail of the connection broke; the
+//     connection is closed.
+//   - ErrTooLarge means a message exceeds MaxMessageSize or what the peer
+//     accepts; nothing was sent and the connection stays usable.
+//   - ErrProtocol means the peer violated the protocol (see docs/wire.md);
+//     the connection was closed.
+//
+// Calls that can block take a context.Context and return its error when it
+// is done first.
+//
+// The byte-level protocol is specified in docs/wire.md.
+package multirail

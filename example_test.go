@@ -1,0 +1,159 @@
+package multirail_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/multirail/multirail"
+)
+
+// connect listens on loopback and dials it over two rails. Both rails go to
+// the listener's address; on real hosts each rail would name another remote
+// address (and Rail.Local a local one) to use another NIC.
+func connect(ctx context.Context, dialCfg multirail.Config) (client, server *multirail.Conn, err error) {
+	ln, err := multirail.Listen("127.0.0.1:0", multirail.Config{})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer ln.Close() // accepted connections stay open
+
+	type accepted struct {
+		c   *multirail.Conn
+		err error
+	}
+	acc := make(chan accepted, 1)
+	go func() {
+		c, err := ln.Accept(ctx)
+		acc <- accepted{c, err}
+	}()
+
+	addr := ln.Addr().String()
+	dialCfg.Rails = []multirail.Rail{
+		{Name: "rail0", Addr: addr},
+		{Name: "rail1", Addr: addr},
+	}
+	client, err = multirail.Dial(ctx, dialCfg)
+	a := <-acc
+	if err != nil || a.err != nil {
+		if client != nil {
+			client.Close()
+		}
+		if a.c != nil {
+			a.c.Close()
+		}
+		return nil, nil, errors.Join(err, a.err)
+	}
+	return client, a.c, nil
+}
+
+func ExampleDial() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	// The receiving side.
+	ln, err := multirail.Listen("127.0.0.1:0", multirail.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+	received := make(chan string, 1)
+	go func() {
+		c, err := ln.Accept(ctx)
+		if err != nil {
+			received <- err.Error()
+			return
+		}
+		defer c.Close()
+		m, err := c.Recv(ctx)
+		if err != nil {
+			received <- err.Error()
+			return
+		}
+		received <- fmt.Sprintf("tag %d: %s", m.Tag, m.Data)
+		c.Release(m.Data)
+	}()
+
+	// The sending side: two rails, both to the listener here.
+	addr := ln.Addr().String()
+	c, err := multirail.Dial(ctx, multirail.Config{
+		Rails: []multirail.Rail{
+			{Name: "rail0", Addr: addr},
+			{Name: "rail1", Addr: addr},
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Send(ctx, 7, []byte("hello over two rails")); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(<-received)
+	// Output: tag 7: hello over two rails
+}
+
+func ExampleConn_Stats() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	client, server, err := connect(ctx, multirail.Config{Scheduler: "roundrobin"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	defer server.Close()
+
+	// Each side has its own scheduler for its own direction: the dialer
+	// asked for roundrobin, the listener uses the default.
+	for _, side := range []struct {
+		name string
+		c    *multirail.Conn
+	}{{"dialer", client}, {"listener", server}} {
+		st := side.c.Stats()
+		fmt.Printf("%s: scheduler %s, %d rails\n", side.name, st.Scheduler, len(st.Rails))
+	}
+	for _, r := range client.Stats().Rails {
+		fmt.Printf("%s up=%v\n", r.Name, r.Up)
+	}
+	// Output:
+	// dialer: scheduler roundrobin, 2 rails
+	// listener: scheduler shortestqueue, 2 rails
+	// rail0 up=true
+	// rail1 up=true
+}
+
+func ExampleConfig() {
+	cfg := multirail.Config{
+		Rails: []multirail.Rail{
+			// Bind each rail to a local address (a NIC) and name the peer's
+			// address on the same network. Bandwidth (bits/s) is only
+			// needed by the weighted scheduler.
+			{Name: "eth0", Local: "10.0.0.1", Addr: "10.0.0.2:7000", Bandwidth: 25e9},
+			{Name: "eth1", Local: "10.0.1.1", Addr: "10.0.1.2:7000", Bandwidth: 10e9},
+		},
+		Scheduler:        "weighted",
+		SegmentSize:      256 << 10, // bytes per segment
+		QueueDepth:       32,        // segments per rail queue
+		MaxMessageSize:   64 << 20,
+		MaxReceiveBuffer: 256 << 20, // flow-control window
+		Checksum:         true,
+		// Token is left empty: MULTIRAIL_TOKEN is used.
+	}
+	fmt.Println("rails:", len(cfg.Rails), "scheduler:", cfg.Scheduler)
+
+	// Dial validates the configuration before it touches the network.
+	cfg.Scheduler = "fastest"
+	_, err := multirail.Dial(context.Background(), cfg)
+	fmt.Println("unknown scheduler is a config error:", errors.Is(err, multirail.ErrConfig))
+
+	cfg.Scheduler = ""    // the default
+	cfg.SegmentSize = 100 // below the 512-byte minimum
+	_, err = multirail.Dial(context.Background(), cfg)
+	fmt.Println("tiny segments are a config error:", errors.Is(err, multirail.ErrConfig))
+	// Output:
+	// rails: 2 scheduler: weighted
+	// unknown scheduler is a config error: true
+	// tiny segments are a config error: true
+}
