@@ -30,6 +30,11 @@ var (
 	// ErrProtocol means the peer violated the protocol; the connection was
 	// closed.
 	ErrProtocol = errors.New("multirail: protocol violation by peer")
+	// ErrAuth means one side does not know the other's token (Dial wraps
+	// it in a RailError).
+	ErrAuth = hs.ErrAuth
+	// ErrVersion means the peer speaks another protocol version.
+	ErrVersion = wire.ErrVersion
 )
 
 // Message is a received message.
@@ -105,8 +110,11 @@ type rail struct {
 	ackTimer *time.Timer
 	ackArmed atomic.Bool
 
+	readerDone chan struct{} // closed when the reader goroutine exits
+
 	// guarded by Conn.mu
 	up          bool
+	peerDone    bool // the peer sent GOAWAY on this rail
 	queue       fifo
 	queuedBytes int64
 	unacked     fifo
@@ -210,7 +218,7 @@ func newConn(cfg config, session [16]byte, rails []railInit, peer peerParams, sc
 	c.log = cfg.Logger.With("session", fmt.Sprintf("%x", session[:4]))
 	for i, ri := range rails {
 		r := &rail{idx: i, name: ri.name, nominal: ri.nominal, c: ri.c, up: true,
-			br: hs.NewReader(ri.c, 64<<10), wake: make(chan struct{}, 1), goneAway: make(chan struct{})}
+			br: hs.NewReader(ri.c, 64<<10), wake: make(chan struct{}, 1), goneAway: make(chan struct{}), readerDone: make(chan struct{})}
 		hs.Tune(ri.c, max(2*cfg.SegmentSize, 128<<10))
 		r.ackTimer = time.AfterFunc(time.Hour, r.signal)
 		r.ackTimer.Stop()
@@ -261,15 +269,18 @@ func (c *Conn) fillStates() {
 	}
 }
 
-// Send sends msg with tag and returns once the peer holds the whole
-// message. Messages with the same tag are received in the order their Sends
-// started; concurrent Sends pipeline. msg must not be modified until Send
-// returns (segments are written from it, without copying).
+// Send sends msg with tag. Messages with the same tag are received in the
+// order their Sends started; concurrent Sends pipeline.
 //
-// ctx bounds the wait for the peer's flow-control credit. Once the message
-// has been handed to the rails, cancelling ctx makes Send return ctx's
-// error, but the message stays in flight and will be delivered unless the
-// connection fails; msg must then not be modified before Close.
+// A message of at most Config.EagerLimit bytes is copied and Send returns
+// once it is handed to a rail (MPI's eager protocol). A larger message is
+// written from msg without copying, and Send returns once the peer holds
+// all of it; msg must not be modified before then.
+//
+// ctx bounds the wait for the peer's flow-control credit. Once a large
+// message has been handed to the rails, cancelling ctx makes Send return
+// ctx's error, but the message stays in flight and will be delivered unless
+// the connection fails; msg must then not be modified before Close.
 func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 	released := false
 	if int64(len(msg)) > c.cfg.MaxMessageSize {
@@ -405,6 +416,9 @@ func (c *Conn) enqueueLocked(s *segment, inline bool) (*rail, error) {
 		if err := c.closedErrNonBlocking(); err != nil {
 			return nil, err
 		}
+		if c.goingAway.Load() != 0 {
+			return nil, c.closedErr()
+		}
 		if chosen < 0 || !c.rails[chosen].up {
 			c.fillStates()
 			chosen = c.sch.Pick(c.now(), size, c.states)
@@ -479,7 +493,7 @@ func (c *Conn) Recv(ctx context.Context) (Message, error) {
 			ready := c.re.Ready()
 			c.rmu.Unlock()
 			if !ready {
-				if err := c.closedErr(); errors.Is(err, errPeerClosed) {
+				if err := c.closedErr(); errors.Is(err, ErrPeerClosed) {
 					return Message{}, io.EOF
 				}
 				return Message{}, c.closedErr()
@@ -509,10 +523,17 @@ func (c *Conn) creditChanged(cost uint64) {
 
 func (r *rail) isUp() bool { return !r.down.Load() }
 
-var errPeerClosed = errors.New("multirail: peer closed the connection")
+// ErrPeerClosed is returned by Send after the peer closed the connection
+// (Recv returns io.EOF then); it wraps net.ErrClosed.
+var ErrPeerClosed = fmt.Errorf("multirail: peer closed the connection: %w", net.ErrClosed)
 
-// Close closes the connection: the peer is told (GOAWAY), every rail is
-// closed and pending Sends and Recvs return ErrClosed.
+// closeLinger bounds how long Close spends writing what is still queued.
+const closeLinger = 2 * time.Second
+
+// Close closes the connection. Messages already handed to the rails
+// (including eager ones whose Send has returned) are written first, for at
+// most two seconds; then the peer is told (GOAWAY) and every rail is
+// closed. Sends and Recvs still waiting return ErrClosed.
 func (c *Conn) Close() error {
 	c.shutdown(ErrClosed, true)
 	c.wg.Wait()
@@ -532,14 +553,25 @@ func (c *Conn) shutdown(err error, goAway bool) {
 				code = wire.GoAwayProtocol
 			}
 			c.goingAway.Store(uint32(code) + 1)
-			deadline := time.NewTimer(200 * time.Millisecond)
+			expired := make(chan struct{})
+			deadline := time.AfterFunc(closeLinger+200*time.Millisecond, func() { close(expired) })
 			for _, r := range c.rails {
 				r.signal()
 			}
 			for _, r := range c.rails {
 				select {
 				case <-r.goneAway:
-				case <-deadline.C:
+				case <-expired:
+				}
+			}
+			if code == wire.GoAwayClose {
+				// Read until the peer closes its ends, so that closing ours
+				// does not reset what the peer still has to read.
+				for _, r := range c.rails {
+					select {
+					case <-r.readerDone:
+					case <-expired:
+					}
 				}
 			}
 			deadline.Stop()
@@ -616,6 +648,11 @@ func (c *Conn) railDown(r *rail, err error) {
 	segs := r.unacked.drain()
 	segs = append(segs, r.queue.drain()...)
 	r.queuedBytes = 0
+	if c.peerGoneLocked() && c.anyPeerDone() {
+		c.mu.Unlock()
+		c.peerClosed() // the other rails had said goodbye already
+		return
+	}
 	if !c.anyUp() {
 		c.mu.Unlock()
 		c.log.Warn("rail down; no rail left", "rail", r.name, "err", err)
@@ -634,6 +671,36 @@ func (c *Conn) railDown(r *rail, err error) {
 	}
 	c.broadcast()
 	c.mu.Unlock()
+}
+
+// peerGoneLocked reports whether every rail is down or was closed by the
+// peer's GOAWAY. Caller holds c.mu.
+func (c *Conn) peerGoneLocked() bool {
+	for _, r := range c.rails {
+		if r.up && !r.peerDone {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *Conn) anyPeerDone() bool {
+	for _, r := range c.rails {
+		if r.peerDone {
+			return true
+		}
+	}
+	return false
+}
+
+// peerClosed ends the connection after the peer's orderly close: Recv
+// returns what arrived, then io.EOF.
+func (c *Conn) peerClosed() {
+	c.rmu.Lock()
+	c.peerGone = true
+	c.notifyRecvLocked()
+	c.rmu.Unlock()
+	c.shutdown(ErrPeerClosed, false)
 }
 
 func (c *Conn) firstUp() int {
@@ -671,6 +738,7 @@ type wstate struct {
 	creditOut uint64
 	pingDue   bool
 	wrote     bool
+	draining  bool // closing: write what is queued, then GOAWAY
 }
 
 // writeBatch writes pending control frames (ACK with credit, PING) and,
@@ -679,7 +747,7 @@ type wstate struct {
 // holds r.wmu.
 func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 	w := &r.w
-	if code := c.goingAway.Load(); code != 0 {
+	if code := c.goingAway.Load(); code != 0 && !w.draining {
 		return 0, errGoingAway
 	}
 	w.batch = w.batch[:0]
@@ -817,8 +885,18 @@ func (c *Conn) writer(r *rail) {
 		}
 		err := c.flush(r, false)
 		if errors.Is(err, errGoingAway) {
-			_ = r.c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
-			_, _ = r.c.Write(wire.AppendGoAway(nil, uint16(c.goingAway.Load()-1)))
+			code := uint16(c.goingAway.Load() - 1)
+			_ = r.c.SetWriteDeadline(time.Now().Add(closeLinger))
+			if code == wire.GoAwayClose {
+				r.w.draining = true
+				err = c.flush(r, false)
+			}
+			if err == nil || errors.Is(err, errGoingAway) {
+				_, _ = r.c.Write(wire.AppendGoAway(nil, code))
+				if cw, ok := r.c.(interface{ CloseWrite() error }); ok {
+					_ = cw.CloseWrite() // the peer reads to here, then closes
+				}
+			}
 			r.wmu.Unlock()
 			return
 		}
@@ -863,6 +941,7 @@ func (c *Conn) granted() uint64 {
 // messages and processes ACKs.
 func (c *Conn) reader(r *rail) {
 	defer c.wg.Done()
+	defer close(r.readerDone)
 	lim := c.re.Limits()
 	var (
 		hb        [wire.DataHeaderSize]byte
@@ -993,14 +1072,18 @@ func (c *Conn) reader(r *rail) {
 				return
 			}
 			code, _ := wire.ParseGoAway(body[:h.Len])
-			c.rmu.Lock()
-			c.peerGone = true
-			c.notifyRecvLocked()
-			c.rmu.Unlock()
 			if code == wire.GoAwayProtocol {
 				c.log.Warn("peer closed the connection: it saw a protocol violation", "rail", r.name)
 			}
-			c.shutdown(errPeerClosed, false)
+			// The peer writes GOAWAY last on every rail: this rail is done.
+			// The peer is gone once every rail is done or down.
+			c.mu.Lock()
+			r.peerDone = true
+			gone := c.peerGoneLocked()
+			c.mu.Unlock()
+			if gone {
+				c.peerClosed()
+			}
 			return
 		default:
 			fail(fmt.Errorf("%w: frame type %#x after the handshake", wire.ErrMalformed, h.Type))
@@ -1023,7 +1106,7 @@ func (r *rail) delayAck() {
 
 // notifyRecvLocked wakes Recv when a message is ready. Caller holds c.rmu.
 func (c *Conn) notifyRecvLocked() {
-	if c.re.Ready() {
+	if c.re.Ready() || c.peerGone {
 		close(c.recvReady)
 		c.recvReady = make(chan struct{})
 	}

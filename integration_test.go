@@ -291,7 +291,7 @@ func TestWrongToken(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err = Dial(ctx, Config{Token: "wrong", Rails: []Rail{{Addr: ln.Addr().String()}}})
-	if !errors.Is(err, hs.ErrAuth) {
+	if !errors.Is(err, ErrAuth) {
 		t.Fatalf("Dial with a wrong token: %v, want ErrAuth", err)
 	}
 	var re *RailError
@@ -312,7 +312,7 @@ func TestTokenFromEnv(t *testing.T) {
 	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := Dial(ctx, Config{Token: "other", Rails: []Rail{{Addr: ln.Addr().String()}}}); !errors.Is(err, hs.ErrAuth) {
+	if _, err := Dial(ctx, Config{Token: "other", Rails: []Rail{{Addr: ln.Addr().String()}}}); !errors.Is(err, ErrAuth) {
 		t.Fatalf("Dial with a token other than the environment's: %v", err)
 	}
 	dialAccept(t, ln, Config{Rails: []Rail{{Addr: ln.Addr().String()}}})
@@ -507,5 +507,35 @@ func TestIdleConnectionStaysUp(t *testing.T) {
 	}
 	if m, err := b.Recv(ctx); err != nil || len(m.Data) != 100<<10 {
 		t.Fatalf("Recv after idling: %d bytes, %v", len(m.Data), err)
+	}
+}
+
+// TestCloseFlushesEager: eager Sends have returned; Close must still
+// deliver them before telling the peer it is done.
+func TestCloseFlushesEager(t *testing.T) {
+	a, b, _ := emuPair(t, Config{}, 50e6)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const n = 2000
+	for i := 0; i < n; i++ {
+		if err := a.Send(ctx, 0, []byte{byte(i), byte(i >> 8), 1, 2, 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Close()
+	for i := 0; i < n; i++ {
+		m, err := b.Recv(ctx)
+		if err != nil {
+			t.Fatalf("message %d of %d: %v", i, n, err)
+		}
+		if int(m.Data[0])|int(m.Data[1])<<8 != i {
+			t.Fatalf("message %d out of order", i)
+		}
+	}
+	if _, err := b.Recv(ctx); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the last message: %v, want io.EOF", err)
+	}
+	if err := b.Send(ctx, 0, make([]byte, 64<<10)); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Send after the peer closed: %v, want net.ErrClosed", err)
 	}
 }

@@ -159,6 +159,9 @@ for --duration and prints the goodput and each rail's share, measured when the
 receiver acknowledged the data. Set MULTIRAIL_TOKEN on both hosts.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if rails == "" {
+				return usagef("--rails is required: comma-separated tcp:LOCALIP>REMOTEIP[:PORT] rails")
+			}
 			specs, err := emu.ParseSpecs(rails)
 			if err != nil {
 				return usageError{fmt.Errorf("--rails: %w", err)}
@@ -221,7 +224,6 @@ receiver acknowledged the data. Set MULTIRAIL_TOKEN on both hosts.`,
 	fl.IntVar(&port, "port", 7000, "remote port for rails that name none")
 	fl.IntVar(&window, "window", 4, "concurrent sends in flight")
 	fl.BoolVar(&jsonOut, "json", false, "print one JSON object on stdout")
-	_ = cmd.MarkFlagRequired("rails")
 	return cmd
 }
 
