@@ -367,7 +367,7 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 			d.CRC = wire.Checksum(s.payload)
 		}
 		wire.PutData(s.hdr[:], d)
-		r, err := c.enqueueLocked(s, n == 1)
+		r, err := c.enqueueLocked(s, n == 1) // a single segment is flushed below
 		if err != nil {
 			c.mu.Unlock()
 			return err
@@ -378,15 +378,22 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 		}
 	}
 	c.sentMsgs++
+	idle := n == 1 && last.queue.len() == 1
 	c.mu.Unlock()
-	if n == 1 {
-		c.tryFlush(last, false) // a small message goes out without a goroutine hop
+	if !eager {
+		<-c.enqueuing
+		released = true
+	}
+	if idle {
+		// A one-segment message on an idle rail goes out from here,
+		// without a goroutine hop.
+		c.tryFlush(last, false)
+	} else if n == 1 {
+		last.signal()
 	}
 	if eager {
 		return nil
 	}
-	<-c.enqueuing
-	released = true
 	select {
 	case <-om.done:
 		return nil

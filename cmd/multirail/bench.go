@@ -96,8 +96,8 @@ func (f *benchFlags) plan() (benchPlan, error) {
 	if f.queue < 0 || f.queue > 65536 {
 		return p, usagef("--queue %d is out of range: allowed 1..65536 segments (0 = default %d)", f.queue, multirail.DefaultQueueDepth)
 	}
-	if f.window < 1 || f.window > 1024 {
-		return p, usagef("--window %d is out of range: allowed 1..1024 concurrent sends", f.window)
+	if f.window < 0 || f.window > 1024 {
+		return p, usagef("--window %d is out of range: allowed 1..1024 concurrent sends (0 = auto)", f.window)
 	}
 	switch f.baseline {
 	case "":
@@ -158,7 +158,7 @@ e.g. emu:200mbit/2ms); loop is an unshaped loopback TCP rail.
 	fl.StringVar(&f.baseline, "baseline", "", "also measure a plain TCP stream over the same kind of path (tcp)")
 	fl.StringVar(&f.segment, "segment", "", "segment size (default 64KiB)")
 	fl.IntVar(&f.queue, "queue", 0, "per-rail send-queue depth in segments (default 16)")
-	fl.IntVar(&f.window, "window", 4, "concurrent sends in flight")
+	fl.IntVar(&f.window, "window", 0, "concurrent sends in flight (0 = auto: 8 MiB worth, 4..256)")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object on stdout")
 	fl.BoolVar(&f.rtt, "rtt", false, "also measure the 1-byte round trip (implied by --baseline tcp)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr")

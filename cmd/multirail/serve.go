@@ -193,8 +193,11 @@ receiver acknowledged the data. Set MULTIRAIL_TOKEN on both hosts.`,
 			if duration < 100*time.Millisecond || duration > 24*time.Hour {
 				return usagef("--duration %v is out of range: allowed 100ms..24h", duration)
 			}
+			if window == 0 {
+				window = bench.AutoWindow(int(n))
+			}
 			if window < 1 || window > 1024 {
-				return usagef("--window %d is out of range: allowed 1..1024 concurrent sends", window)
+				return usagef("--window %d is out of range: allowed 1..1024 concurrent sends (0 = auto)", window)
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
@@ -222,7 +225,7 @@ receiver acknowledged the data. Set MULTIRAIL_TOKEN on both hosts.`,
 	fl.StringVar(&size, "size", "4MiB", "message size ("+sizeForm+")")
 	fl.DurationVar(&duration, "duration", 10*time.Second, "how long to send")
 	fl.IntVar(&port, "port", 7000, "remote port for rails that name none")
-	fl.IntVar(&window, "window", 4, "concurrent sends in flight")
+	fl.IntVar(&window, "window", 0, "concurrent sends in flight (0 = auto: 8 MiB worth, 4..256)")
 	fl.BoolVar(&jsonOut, "json", false, "print one JSON object on stdout")
 	return cmd
 }

@@ -28,7 +28,8 @@ type Options struct {
 	Loads       []emu.Load
 	SegmentSize int
 	QueueDepth  int
-	// Window is the number of Sends kept in flight (each on its own tag).
+	// Window is the number of Sends kept in flight (each on its own tag);
+	// 0 means AutoWindow(Size).
 	Window int
 	// RTT also measures the 1-byte round trip after the goodput run.
 	RTT bool
@@ -125,10 +126,15 @@ func build(o Options, cfg multirail.Config) (*topology, error) {
 	return t, nil
 }
 
+// AutoWindow is the default number of Sends in flight for messages of
+// size bytes: about 8 MiB in flight, at least 4 and at most 256 (like the
+// message windows of osu_bw-style MPI benchmarks).
+func AutoWindow(size int) int { return max(4, min(256, (8<<20)/max(size, 1))) }
+
 // Run measures one scheduler.
 func Run(ctx context.Context, o Options) (Result, error) {
 	if o.Window <= 0 {
-		o.Window = 4
+		o.Window = AutoWindow(o.Size)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
