@@ -21,6 +21,7 @@ func BenchmarkRoundTrip1B(b *testing.B) {
 			if s.Send(ctx, m.Tag, m.Data) != nil {
 				return
 			}
+			s.Release(m.Data) // the eager Send copied it
 		}
 	}()
 	one := []byte{1}
@@ -29,9 +30,11 @@ func BenchmarkRoundTrip1B(b *testing.B) {
 		if err := a.Send(ctx, 0, one); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := a.Recv(ctx); err != nil {
+		m, err := a.Recv(ctx)
+		if err != nil {
 			b.Fatal(err)
 		}
+		a.Release(m.Data)
 	}
 }
 

@@ -111,6 +111,9 @@ type rail struct {
 	ackArmed atomic.Bool
 
 	readerDone chan struct{} // closed when the reader goroutine exits
+	rdMu       sync.Mutex    // held by whoever reads c
+	rs         rstate        // guarded by rdMu
+	bgResume   chan struct{} // cap 1: the reader goroutine may read again
 
 	// guarded by Conn.mu
 	up          bool
@@ -153,24 +156,30 @@ type Conn struct {
 	rails   []*rail
 	peerMax uint64 // the largest message the peer accepts
 
-	mu           sync.Mutex
-	sch          sched.Scheduler
-	states       []sched.RailState
-	changed      chan struct{} // closed and replaced on every change senders may wait for
-	enqueuing    chan struct{} // cap 1: held by the Send queueing a large message
-	nextID       uint64
-	peerCredit   uint64 // cumulative credit granted by the peer
-	usedCredit   uint64
-	peerWindow   uint64
-	sentMsgs     uint64
-	recvMsgs     uint64
-	goingAway    atomic.Uint32 // GOAWAY code + 1 once Close started
-	creditUnsent atomic.Uint64 // credit returned by Recv, not yet announced promptly
+	mu            sync.Mutex
+	sch           sched.Scheduler
+	states        []sched.RailState
+	changed       chan struct{} // closed and replaced on every change senders may wait for
+	enqueuing     chan struct{} // cap 1: held by the Send queueing a large message
+	changeWaiters int           // goroutines waiting on changed
+	nextID        uint64
+	peerCredit    uint64 // cumulative credit granted by the peer
+	usedCredit    uint64
+	peerWindow    uint64
+	sentMsgs      uint64
+	recvMsgs      uint64
+	goingAway     atomic.Uint32 // GOAWAY code + 1 once Close started
+	recvWants     atomic.Int32  // Recvs that may read the rail themselves
+	recvGrace     atomic.Bool   // a Recv just left; the next one probably comes soon
+	graceTimer    *time.Timer
+	creditUnsent  atomic.Uint64 // credit returned by Recv, not yet announced promptly
 
-	rmu       sync.Mutex
-	re        *reasm.Reassembler
-	recvReady chan struct{} // closed and replaced when a message becomes ready
-	peerGone  bool          // GOAWAY received
+	rmu         sync.Mutex
+	re          *reasm.Reassembler
+	recvReady   chan struct{} // closed and replaced when a message becomes ready
+	recvWaiters int           // Recvs waiting on recvReady
+	railFreed   uint64        // counts the reader goroutine leaving the rail to Recv
+	peerGone    bool          // GOAWAY received
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -216,9 +225,11 @@ func newConn(cfg config, session [16]byte, rails []railInit, peer peerParams, sc
 		closed:     make(chan struct{}),
 	}
 	c.log = cfg.Logger.With("session", fmt.Sprintf("%x", session[:4]))
+	c.graceTimer = time.AfterFunc(time.Hour, c.graceOver)
+	c.graceTimer.Stop()
 	for i, ri := range rails {
 		r := &rail{idx: i, name: ri.name, nominal: ri.nominal, c: ri.c, up: true,
-			br: hs.NewReader(ri.c, 64<<10), wake: make(chan struct{}, 1), goneAway: make(chan struct{}), readerDone: make(chan struct{})}
+			br: hs.NewReader(ri.c, 64<<10), wake: make(chan struct{}, 1), goneAway: make(chan struct{}), readerDone: make(chan struct{}), bgResume: make(chan struct{}, 1)}
 		hs.Tune(ri.c, max(2*cfg.SegmentSize, 128<<10))
 		r.ackTimer = time.AfterFunc(time.Hour, r.signal)
 		r.ackTimer.Stop()
@@ -244,8 +255,19 @@ func (c *Conn) now() int64 { return int64(time.Since(c.start)) }
 
 // broadcast wakes everything waiting on c.changed. Caller holds c.mu.
 func (c *Conn) broadcast() {
+	if c.changeWaiters == 0 {
+		return
+	}
 	close(c.changed)
 	c.changed = make(chan struct{})
+	c.changeWaiters = 0
+}
+
+// changedLocked returns the channel to wait on for the next change and
+// counts the caller as waiting. Caller holds c.mu.
+func (c *Conn) changedLocked() chan struct{} {
+	c.changeWaiters++
+	return c.changed
 }
 
 // fillStates refreshes c.states. Caller holds c.mu.
@@ -311,7 +333,7 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 	}
 	c.mu.Lock()
 	for c.usedCredit+cost > c.peerCredit {
-		ch := c.changed
+		ch := c.changedLocked()
 		c.mu.Unlock()
 		select {
 		case <-ch:
@@ -334,9 +356,9 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 	if len(msg) > 0 {
 		n = (len(msg) + seg - 1) / seg
 	}
-	om := &outMsg{remaining: n}
+	var om *outMsg // nil for eager messages: nobody waits for them
 	if !eager {
-		om.done = make(chan struct{})
+		om = &outMsg{remaining: n, done: make(chan struct{})}
 	}
 	var last *rail
 	flags := uint8(0)
@@ -444,7 +466,7 @@ func (c *Conn) enqueueLocked(s *segment, inline bool) (*rail, error) {
 		if !c.anyUp() {
 			return nil, ErrAllRailsDown
 		}
-		ch := c.changed
+		ch := c.changedLocked()
 		c.mu.Unlock()
 		select {
 		case <-ch:
@@ -475,11 +497,20 @@ func (c *Conn) anyUp() bool {
 // peer closed the connection, Recv returns the messages already received and
 // then io.EOF.
 func (c *Conn) Recv(ctx context.Context) (Message, error) {
+	// With one rail and a context that cannot be cancelled, Recv reads the
+	// rail itself instead of waiting to be handed each message by the
+	// rail's reader goroutine: that saves a goroutine wake-up per message.
+	direct := len(c.rails) == 1 && ctx.Done() == nil
+	if direct {
+		c.recvWants.Add(1)
+		defer c.recvExit()
+	}
 	for {
 		c.rmu.Lock()
 		m, ok := c.re.Next()
 		ch := c.recvReady
 		gone := c.peerGone
+		free := c.railFreed
 		c.rmu.Unlock()
 		if ok {
 			c.mu.Lock()
@@ -491,6 +522,23 @@ func (c *Conn) Recv(ctx context.Context) (Message, error) {
 		if gone {
 			return Message{}, io.EOF
 		}
+		if direct && c.goingAway.Load() == 0 {
+			if r := c.rails[0]; r.rdMu.TryLock() {
+				err := c.readFrame(r)
+				r.rdMu.Unlock()
+				if err != nil {
+					direct = false // the rail is finished; wait below
+				}
+				continue
+			}
+		}
+		c.rmu.Lock()
+		if c.re.Ready() || c.peerGone || ch != c.recvReady || (direct && free != c.railFreed) {
+			c.rmu.Unlock()
+			continue // something happened meanwhile
+		}
+		c.recvWaiters++
+		c.rmu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -507,6 +555,48 @@ func (c *Conn) Recv(ctx context.Context) (Message, error) {
 			}
 		}
 	}
+}
+
+// recvMayRead reports whether a Recv reads the rail itself (or did so a
+// moment ago and probably will again), so the reader goroutine stays away.
+func (c *Conn) recvMayRead() bool {
+	return len(c.rails) == 1 && (c.recvWants.Load() > 0 || c.recvGrace.Load())
+}
+
+// recvExit ends a Recv that could read the rail itself: the reader
+// goroutine takes over if no Recv comes back within AckDelay.
+func (c *Conn) recvExit() {
+	if c.recvWants.Add(-1) == 0 {
+		c.recvGrace.Store(true)
+		c.graceTimer.Reset(AckDelay)
+	}
+}
+
+// graceOver hands the rail back to its reader goroutine.
+func (c *Conn) graceOver() {
+	if c.recvWants.Load() != 0 {
+		return // a Recv is in; it re-arms the timer when it leaves
+	}
+	c.recvGrace.Store(false)
+	for _, r := range c.rails {
+		select {
+		case r.bgResume <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// wakeRecv wakes every waiting Recv, so that one of them takes over
+// reading the rail.
+func (c *Conn) wakeRecv() {
+	c.rmu.Lock()
+	c.railFreed++ // a Recv that has not started waiting yet sees this
+	if c.recvWaiters > 0 {
+		close(c.recvReady)
+		c.recvReady = make(chan struct{})
+		c.recvWaiters = 0
+	}
+	c.rmu.Unlock()
 }
 
 // creditChanged returns cost bytes of credit to the peer: at once when
@@ -560,6 +650,13 @@ func (c *Conn) shutdown(err error, goAway bool) {
 				code = wire.GoAwayProtocol
 			}
 			c.goingAway.Store(uint32(code) + 1)
+			c.graceTimer.Stop()
+			for _, r := range c.rails {
+				select {
+				case r.bgResume <- struct{}{}: // readers read to the end while we close
+				default:
+				}
+			}
 			expired := make(chan struct{})
 			deadline := time.AfterFunc(closeLinger+200*time.Millisecond, func() { close(expired) })
 			for _, r := range c.rails {
@@ -949,154 +1046,193 @@ func (c *Conn) granted() uint64 {
 func (c *Conn) reader(r *rail) {
 	defer c.wg.Done()
 	defer close(r.readerDone)
-	lim := c.re.Limits()
-	var (
-		hb        [wire.DataHeaderSize]byte
-		body      [wire.MaxControlBody]byte
-		scratch   []byte
-		lastDL    time.Time
-		prompt    bool // a frame the sender waits for is not acknowledged yet
-		sinceAck  int  // bytes received since the last ACK was asked for
-		completed bool
-	)
-	fail := func(err error) {
-		if isProtocol(err) {
-			c.protocolError(r, err)
+	for {
+		if c.goingAway.Load() == 0 && c.recvMayRead() {
+			// A Recv reads this rail itself (see Recv); make sure one is
+			// awake to do so, and wait until they leave the rail to us.
+			c.wakeRecv()
+			select {
+			case <-r.bgResume:
+			case <-c.closed:
+				return
+			}
+			continue
+		}
+		r.rdMu.Lock()
+		err := c.readFrame(r)
+		r.rdMu.Unlock()
+		if err != nil {
 			return
 		}
+	}
+}
+
+// rstate is a rail's read-side state, owned by whoever holds rail.rdMu:
+// the rail's reader goroutine, or a Recv reading the rail itself.
+type rstate struct {
+	hb        [wire.DataHeaderSize]byte
+	body      [wire.MaxControlBody]byte
+	scratch   []byte
+	lastDL    time.Time
+	prompt    bool // a frame the sender waits for is not acknowledged yet
+	sinceAck  int  // bytes received since the last ACK was asked for
+	completed bool
+	done      bool // no more frames: GOAWAY read or the rail failed
+}
+
+// errRailDone says a rail delivers no more frames.
+var errRailDone = errors.New("multirail: rail done")
+
+// readFail handles a read error on r: a protocol violation closes the
+// connection, anything else takes the rail down.
+func (c *Conn) readFail(r *rail, err error) error {
+	r.rs.done = true
+	if isProtocol(err) {
+		c.protocolError(r, err)
+	} else {
 		c.railDown(r, err)
 	}
-	for {
-		if now := time.Now(); now.Sub(lastDL) > c.cfg.IdleTimeout/4 {
-			_ = r.c.SetReadDeadline(now.Add(c.cfg.IdleTimeout))
-			lastDL = now
+	return errRailDone
+}
+
+// readFrame reads one frame from r and processes it: reassembly, ACKs,
+// GOAWAY. It blocks until a frame arrives. The caller holds r.rdMu. After
+// an error (always errRailDone) the rail delivers nothing more; the failure
+// has been dealt with.
+func (c *Conn) readFrame(r *rail) error {
+	rs := &r.rs
+	if rs.done {
+		return errRailDone
+	}
+	lim := c.re.Limits()
+	if now := time.Now(); now.Sub(rs.lastDL) > c.cfg.IdleTimeout/4 {
+		_ = r.c.SetReadDeadline(now.Add(c.cfg.IdleTimeout))
+		rs.lastDL = now
+	}
+	if err := r.br.ReadFull(rs.hb[:wire.HeaderSize]); err != nil {
+		return c.readFail(r, err)
+	}
+	h, err := wire.ParseHeader(rs.hb[:wire.HeaderSize], lim)
+	if err != nil {
+		return c.readFail(r, err)
+	}
+	switch h.Type {
+	case wire.TypeData:
+		return c.readData(r, h, lim)
+	case wire.TypeAck:
+		if err := r.br.ReadFull(rs.body[:h.Len]); err != nil {
+			return c.readFail(r, err)
 		}
-		if err := r.br.ReadFull(hb[:wire.HeaderSize]); err != nil {
-			fail(err)
-			return
+		a, err := wire.ParseAck(rs.body[:h.Len])
+		if err == nil {
+			err = c.ack(r, a)
 		}
-		h, err := wire.ParseHeader(hb[:wire.HeaderSize], lim)
 		if err != nil {
-			fail(err)
-			return
+			return c.readFail(r, err)
 		}
-		switch h.Type {
-		case wire.TypeData:
-			if err := r.br.ReadFull(hb[wire.HeaderSize:]); err != nil {
-				fail(err)
-				return
-			}
-			d, err := wire.ParseData(h, hb[wire.HeaderSize:], lim)
-			if err == nil && d.Session != c.sid {
-				err = fmt.Errorf("%w: segment for session %x on session %x", wire.ErrMalformed, d.Session, c.sid)
-			}
-			if err != nil {
-				fail(err)
-				return
-			}
+	case wire.TypePing:
+	case wire.TypeGoAway:
+		if err := r.br.ReadFull(rs.body[:h.Len]); err != nil {
+			return c.readFail(r, err)
+		}
+		code, _ := wire.ParseGoAway(rs.body[:h.Len])
+		if code == wire.GoAwayProtocol {
+			c.log.Warn("peer closed the connection: it saw a protocol violation", "rail", r.name)
+		}
+		// The peer writes GOAWAY last on every rail: this rail is done.
+		// The peer is gone once every rail is done or down.
+		rs.done = true
+		c.mu.Lock()
+		r.peerDone = true
+		gone := c.peerGoneLocked()
+		c.mu.Unlock()
+		if gone {
+			c.peerClosed()
+		}
+		return errRailDone
+	default:
+		return c.readFail(r, fmt.Errorf("%w: frame type %#x after the handshake", wire.ErrMalformed, h.Type))
+	}
+	return nil
+}
+
+// readData reads the rest of a DATA frame into its message and decides
+// when to acknowledge.
+func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits) error {
+	rs := &r.rs
+	if err := r.br.ReadFull(rs.hb[wire.HeaderSize:]); err != nil {
+		return c.readFail(r, err)
+	}
+	d, err := wire.ParseData(h, rs.hb[wire.HeaderSize:], lim)
+	if err == nil && d.Session != c.sid {
+		err = fmt.Errorf("%w: segment for session %x on session %x", wire.ErrMalformed, d.Session, c.sid)
+	}
+	if err != nil {
+		return c.readFail(r, err)
+	}
+	c.rmu.Lock()
+	dst, verdict, err := c.re.Begin(d)
+	c.rmu.Unlock()
+	if err != nil {
+		return c.readFail(r, err)
+	}
+	switch verdict {
+	case reasm.Write:
+		err = r.br.ReadFull(dst)
+		if err == nil && d.Flags&wire.FlagCRC != 0 && wire.Checksum(dst) != d.CRC {
+			err = fmt.Errorf("%w: checksum mismatch in message %d at %d", wire.ErrMalformed, d.Message, d.Offset)
+		}
+		c.rmu.Lock()
+		if err != nil {
+			c.re.Abort(d)
+		} else {
+			rs.completed = c.re.Commit(d)
+		}
+		c.notifyRecvLocked()
+		c.rmu.Unlock()
+		if err != nil {
+			return c.readFail(r, err)
+		}
+		r.bytesIn.Add(uint64(d.Len))
+	case reasm.Discard, reasm.Hold:
+		if cap(rs.scratch) < int(d.Len) {
+			rs.scratch = make([]byte, d.Len)
+		}
+		p := rs.scratch[:d.Len]
+		if err := r.br.ReadFull(p); err != nil {
+			return c.readFail(r, err)
+		}
+		if verdict == reasm.Hold {
 			c.rmu.Lock()
-			dst, verdict, err := c.re.Begin(d)
+			c.re.Offer(d, p)
+			c.notifyRecvLocked()
 			c.rmu.Unlock()
-			if err != nil {
-				fail(err)
-				return
-			}
-			switch verdict {
-			case reasm.Write:
-				err = r.br.ReadFull(dst)
-				if err == nil && d.Flags&wire.FlagCRC != 0 && wire.Checksum(dst) != d.CRC {
-					err = fmt.Errorf("%w: checksum mismatch in message %d at %d", wire.ErrMalformed, d.Message, d.Offset)
-				}
-				c.rmu.Lock()
-				if err != nil {
-					c.re.Abort(d)
-				} else {
-					completed = c.re.Commit(d)
-				}
-				c.notifyRecvLocked()
-				c.rmu.Unlock()
-				if err != nil {
-					fail(err)
-					return
-				}
-				r.bytesIn.Add(uint64(d.Len))
-			case reasm.Discard, reasm.Hold:
-				if cap(scratch) < int(d.Len) {
-					scratch = make([]byte, d.Len)
-				}
-				p := scratch[:d.Len]
-				if err := r.br.ReadFull(p); err != nil {
-					fail(err)
-					return
-				}
-				if verdict == reasm.Hold {
-					c.rmu.Lock()
-					c.re.Offer(d, p)
-					c.notifyRecvLocked()
-					c.rmu.Unlock()
-				}
-			}
-			r.br.LookAhead(int(d.Len))
-			r.segsIn.Add(1)
-			r.received.Add(1)
-			eager := d.Flags&wire.FlagEager != 0
-			prompt = prompt || !eager
-			sinceAck += int(d.Len) + wire.DataHeaderSize
-			switch {
-			case completed && !eager:
-				// The sender waits for every segment of this message,
-				// whichever rail carried it.
-				for _, x := range c.rails {
-					x.signal()
-				}
-				prompt, sinceAck = false, 0
-			case r.br.Buffered() == 0 || sinceAck >= ackEvery:
-				if prompt || sinceAck >= ackEvery {
-					r.signal()
-				} else {
-					r.delayAck()
-				}
-				prompt, sinceAck = false, 0
-			}
-			completed = false
-		case wire.TypeAck:
-			if err := r.br.ReadFull(body[:h.Len]); err != nil {
-				fail(err)
-				return
-			}
-			a, err := wire.ParseAck(body[:h.Len])
-			if err == nil {
-				err = c.ack(r, a)
-			}
-			if err != nil {
-				fail(err)
-				return
-			}
-		case wire.TypePing:
-		case wire.TypeGoAway:
-			if err := r.br.ReadFull(body[:h.Len]); err != nil {
-				fail(err)
-				return
-			}
-			code, _ := wire.ParseGoAway(body[:h.Len])
-			if code == wire.GoAwayProtocol {
-				c.log.Warn("peer closed the connection: it saw a protocol violation", "rail", r.name)
-			}
-			// The peer writes GOAWAY last on every rail: this rail is done.
-			// The peer is gone once every rail is done or down.
-			c.mu.Lock()
-			r.peerDone = true
-			gone := c.peerGoneLocked()
-			c.mu.Unlock()
-			if gone {
-				c.peerClosed()
-			}
-			return
-		default:
-			fail(fmt.Errorf("%w: frame type %#x after the handshake", wire.ErrMalformed, h.Type))
-			return
 		}
 	}
+	r.br.LookAhead(int(d.Len))
+	r.segsIn.Add(1)
+	r.received.Add(1)
+	eager := d.Flags&wire.FlagEager != 0
+	rs.prompt = rs.prompt || !eager
+	rs.sinceAck += int(d.Len) + wire.DataHeaderSize
+	switch {
+	case rs.completed && !eager:
+		// The sender waits for every segment of this message, whichever
+		// rail carried it.
+		for _, x := range c.rails {
+			x.signal()
+		}
+		rs.prompt, rs.sinceAck = false, 0
+	case r.br.Buffered() == 0 || rs.sinceAck >= ackEvery:
+		if rs.prompt || rs.sinceAck >= ackEvery {
+			r.signal()
+		} else {
+			r.delayAck()
+		}
+		rs.prompt, rs.sinceAck = false, 0
+	}
+	rs.completed = false
+	return nil
 }
 
 // ackEvery is how many received bytes make a rail acknowledge even while
@@ -1113,7 +1249,8 @@ func (r *rail) delayAck() {
 
 // notifyRecvLocked wakes Recv when a message is ready. Caller holds c.rmu.
 func (c *Conn) notifyRecvLocked() {
-	if c.re.Ready() || c.peerGone {
+	if c.recvWaiters > 0 && (c.re.Ready() || c.peerGone) {
+		c.recvWaiters = 0
 		close(c.recvReady)
 		c.recvReady = make(chan struct{})
 	}
@@ -1132,9 +1269,11 @@ func (c *Conn) ack(r *rail, a wire.Ack) error {
 	for r.acked < a.Received {
 		s := r.unacked.pop()
 		r.acked++
-		s.msg.remaining--
-		if s.msg.remaining == 0 && s.msg.done != nil {
-			close(s.msg.done)
+		if m := s.msg; m != nil {
+			m.remaining--
+			if m.remaining == 0 {
+				close(m.done)
+			}
 		}
 		putSeg(s)
 	}

@@ -346,6 +346,7 @@ func pingPong(ctx context.Context, a, b *multirail.Conn, n int) ([]float64, erro
 				echo <- err
 				return
 			}
+			b.Release(m.Data) // the 1-byte Send is eager: it copied the data
 		}
 		echo <- nil
 	}()
@@ -356,10 +357,12 @@ func pingPong(ctx context.Context, a, b *multirail.Conn, n int) ([]float64, erro
 		if err := a.Send(ctx, 0, ping); err != nil {
 			return nil, err
 		}
-		if _, err := a.Recv(ctx); err != nil {
+		m, err := a.Recv(ctx)
+		if err != nil {
 			return nil, err
 		}
 		out = append(out, time.Since(t0).Seconds())
+		a.Release(m.Data)
 	}
 	return out, <-echo
 }

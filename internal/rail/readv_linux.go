@@ -17,24 +17,17 @@ func readvFor(c net.Conn) readvFunc {
 	if err != nil {
 		return nil
 	}
-	iov := make([][]byte, 2)
+	v := &readv{iov: make([][]byte, 2)}
+	v.fn = v.read // one method value, not a closure per call
 	return func(p, q []byte) (int, int, error) {
-		var (
-			n    int
-			rerr error
-		)
-		iov[0], iov[1] = p, q
+		v.iov[0], v.iov[1] = p, q
+		v.cur = v.iov[:2]
 		if len(q) == 0 {
-			iov = iov[:1]
-		} else {
-			iov = iov[:2]
+			v.cur = v.iov[:1]
 		}
-		err := raw.Read(func(fd uintptr) bool {
-			n, rerr = unix.Readv(int(fd), iov)
-			return rerr != unix.EAGAIN
-		})
-		iov[0], iov[1] = nil, nil
-		iov = iov[:2]
+		err := raw.Read(v.fn)
+		n, rerr := v.n, v.err
+		v.iov[0], v.iov[1], v.cur, v.err = nil, nil, nil, nil
 		if err == nil {
 			err = rerr
 		}
@@ -47,4 +40,18 @@ func readvFor(c net.Conn) readvFunc {
 		m := min(n, len(p))
 		return m, n - m, err
 	}
+}
+
+// readv holds one Reader's readv(2) call state, so that a read allocates
+// nothing.
+type readv struct {
+	iov, cur [][]byte
+	n        int
+	err      error
+	fn       func(fd uintptr) bool
+}
+
+func (v *readv) read(fd uintptr) bool {
+	v.n, v.err = unix.Readv(int(fd), v.cur)
+	return v.err != unix.EAGAIN
 }
