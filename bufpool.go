@@ -12,7 +12,17 @@ const (
 	maxClassShift = 28
 )
 
-var bufClasses [maxClassShift - minClassShift + 1]sync.Pool
+// bufClass is a bounded free list of released buffers of one size.
+type bufClass struct {
+	mu   sync.Mutex
+	free [][]byte
+}
+
+// maxFree bounds the buffers kept per class (and the bytes: at most
+// 64 MiB per class).
+func maxFree(class int) int { return max(1, min(64, (64<<20)>>(class+minClassShift))) }
+
+var bufClasses [maxClassShift - minClassShift + 1]bufClass
 
 func classOf(n int) int {
 	if n <= 1<<minClassShift {
@@ -27,9 +37,16 @@ func allocRecv(n int) []byte {
 	if c >= len(bufClasses) {
 		return make([]byte, n)
 	}
-	if p, ok := bufClasses[c].Get().(*[]byte); ok {
-		return (*p)[:n]
+	bc := &bufClasses[c]
+	bc.mu.Lock()
+	if k := len(bc.free); k > 0 {
+		b := bc.free[k-1]
+		bc.free[k-1] = nil
+		bc.free = bc.free[:k-1]
+		bc.mu.Unlock()
+		return b[:n]
 	}
+	bc.mu.Unlock()
 	return make([]byte, n, 1<<(c+minClassShift))
 }
 
@@ -46,6 +63,10 @@ func (c *Conn) Release(data []byte) {
 	if cl >= len(bufClasses) {
 		return
 	}
-	b := data[:0]
-	bufClasses[cl].Put(&b)
+	bc := &bufClasses[cl]
+	bc.mu.Lock()
+	if len(bc.free) < maxFree(cl) {
+		bc.free = append(bc.free, data[:0])
+	}
+	bc.mu.Unlock()
 }

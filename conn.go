@@ -837,6 +837,7 @@ const maxBatch = 256 << 10
 type wstate struct {
 	batch     []*segment
 	iov       net.Buffers
+	wv        net.Buffers
 	ctl       []byte
 	ackSent   uint64
 	creditOut uint64
@@ -909,8 +910,9 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 		iov = append(iov, s.hdr[:], s.payload)
 	}
 	w.iov = iov
+	w.wv = iov // WriteTo consumes w.wv (a field, so nothing escapes), not w.iov
 	t0 := time.Now()
-	_, err := iov.WriteTo(r.c) // consumes the copy of the slice header, not w.iov
+	_, err := w.wv.WriteTo(r.c)
 	clear(w.iov)
 	w.wrote = true
 	if err != nil {

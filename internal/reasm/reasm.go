@@ -75,6 +75,7 @@ type msg struct {
 	missing int
 	held    map[int][]byte // copies offered for busy slots (rare)
 	queued  bool           // in its tag queue
+	inline  [4]uint8       // slots of small messages, without an allocation
 }
 
 type tagQueue struct {
@@ -91,15 +92,18 @@ type tagQueue struct {
 // Begin without the lock, because no other call touches that slice until
 // Commit or Abort.
 type Reassembler struct {
-	cfg     Config
-	lim     wire.Limits
-	msgs    map[uint64]*msg
-	unknown uint64 // smallest id not yet seen; every id below it is known or delivered
-	tags    map[uint32]*tagQueue
-	ready   []*msg
-	used    uint64 // cost of every message the peer has started
-	granted uint64 // credit granted, cumulative
-	held    int64  // bytes of messages in memory
+	cfg       Config
+	lim       wire.Limits
+	msgs      map[uint64]*msg
+	unknown   uint64 // smallest id not yet seen; every id below it is known or delivered
+	tags      map[uint32]*tagQueue
+	ready     []*msg // ready[readyHead:] are ready
+	readyHead int
+	freeMsgs  []*msg
+	freeTags  []*tagQueue
+	used      uint64 // cost of every message the peer has started
+	granted   uint64 // credit granted, cumulative
+	held      int64  // bytes of messages in memory
 }
 
 // New returns a Reassembler for cfg.
@@ -162,7 +166,8 @@ func (r *Reassembler) Begin(d wire.Data) ([]byte, Verdict, error) {
 		} else {
 			data = make([]byte, d.Total)
 		}
-		m = &msg{id: d.Message, tag: d.Tag, data: data, slots: make([]uint8, n), missing: n}
+		m = r.newMsg(n)
+		m.id, m.tag, m.data, m.missing = d.Message, d.Tag, data, n
 		r.msgs[d.Message] = m
 		r.held += int64(d.Total)
 		r.advance()
@@ -268,7 +273,12 @@ func (r *Reassembler) advance() {
 		r.unknown++
 		q := r.tags[m.tag]
 		if q == nil {
-			q = &tagQueue{}
+			if k := len(r.freeTags); k > 0 {
+				q = r.freeTags[k-1]
+				r.freeTags = r.freeTags[:k-1]
+			} else {
+				q = &tagQueue{}
+			}
 			r.tags[m.tag] = q
 		}
 		q.ids = append(q.ids, m)
@@ -290,22 +300,60 @@ func (r *Reassembler) promote(tag uint32) {
 	}
 }
 
+// newMsg returns a cleared msg with n missing slots, reusing a delivered
+// one when it can.
+func (r *Reassembler) newMsg(n int) *msg {
+	var m *msg
+	if k := len(r.freeMsgs); k > 0 {
+		m = r.freeMsgs[k-1]
+		r.freeMsgs = r.freeMsgs[:k-1]
+	} else {
+		m = new(msg)
+	}
+	if n <= len(m.inline) {
+		m.slots = m.inline[:n]
+	} else {
+		m.slots = make([]uint8, n)
+	}
+	clear(m.slots)
+	return m
+}
+
+// freeMsg keeps m for reuse (a bounded number of them).
+func (r *Reassembler) freeMsg(m *msg) {
+	if len(r.freeMsgs) < 64 {
+		*m = msg{}
+		r.freeMsgs = append(r.freeMsgs, m)
+	}
+}
+
 // Next pops the next message that may be delivered: complete, with every
 // earlier message known, and with every earlier message of its tag
 // delivered. Taking it grants its cost back to the peer as credit.
 func (r *Reassembler) Next() (Message, bool) {
-	if len(r.ready) == 0 {
+	if r.readyHead == len(r.ready) {
 		return Message{}, false
 	}
-	m := r.ready[0]
-	r.ready[0] = nil
-	r.ready = r.ready[1:]
+	m := r.ready[r.readyHead]
+	r.ready[r.readyHead] = nil
+	r.readyHead++
+	if r.readyHead == len(r.ready) {
+		r.ready, r.readyHead = r.ready[:0], 0
+	} else if r.readyHead > 64 && r.readyHead*2 > len(r.ready) {
+		n := copy(r.ready, r.ready[r.readyHead:])
+		clear(r.ready[n:])
+		r.ready, r.readyHead = r.ready[:n], 0
+	}
 	delete(r.msgs, m.id)
 	q := r.tags[m.tag]
 	q.ids[q.head] = nil
 	q.head++
 	if q.head == len(q.ids) {
 		delete(r.tags, m.tag)
+		if len(r.freeTags) < 64 {
+			q.ids, q.head = q.ids[:0], 0
+			r.freeTags = append(r.freeTags, q)
+		}
 	} else {
 		if q.head > 64 && q.head*2 > len(q.ids) {
 			q.ids = append(q.ids[:0], q.ids[q.head:]...)
@@ -316,8 +364,10 @@ func (r *Reassembler) Next() (Message, bool) {
 	r.held -= int64(len(m.data))
 	c := Cost(uint64(len(m.data)))
 	r.granted += c
-	return Message{ID: m.id, Tag: m.tag, Data: m.data}, true
+	out := Message{ID: m.id, Tag: m.tag, Data: m.data}
+	r.freeMsg(m)
+	return out, true
 }
 
 // Ready reports whether Next has a message.
-func (r *Reassembler) Ready() bool { return len(r.ready) > 0 }
+func (r *Reassembler) Ready() bool { return r.readyHead < len(r.ready) }
