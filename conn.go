@@ -171,6 +171,7 @@ type Conn struct {
 	goingAway     atomic.Uint32 // GOAWAY code + 1 once Close started
 	recvWants     atomic.Int32  // Recvs that may read the rail themselves
 	recvGrace     atomic.Bool   // a Recv just left; the next one probably comes soon
+	lastRecvExit  atomic.Int64  // c.now() when the last Recv left
 	graceTimer    *time.Timer
 	creditUnsent  atomic.Uint64 // credit returned by Recv, not yet announced promptly
 
@@ -231,7 +232,7 @@ func newConn(cfg config, session [16]byte, rails []railInit, peer peerParams, sc
 		r := &rail{idx: i, name: ri.name, nominal: ri.nominal, c: ri.c, up: true,
 			br: hs.NewReader(ri.c, 64<<10), wake: make(chan struct{}, 1), goneAway: make(chan struct{}), readerDone: make(chan struct{}), bgResume: make(chan struct{}, 1)}
 		hs.Tune(ri.c, max(2*cfg.SegmentSize, 128<<10))
-		r.ackTimer = time.AfterFunc(time.Hour, r.signal)
+		r.ackTimer = time.AfterFunc(time.Hour, r.ackDue)
 		r.ackTimer.Stop()
 		c.rails = append(c.rails, r)
 	}
@@ -567,15 +568,19 @@ func (c *Conn) recvMayRead() bool {
 // goroutine takes over if no Recv comes back within AckDelay.
 func (c *Conn) recvExit() {
 	if c.recvWants.Add(-1) == 0 {
-		c.recvGrace.Store(true)
-		c.graceTimer.Reset(AckDelay)
+		c.lastRecvExit.Store(c.now())
+		if !c.recvGrace.Swap(true) {
+			c.graceTimer.Reset(AckDelay)
+		}
 	}
 }
 
-// graceOver hands the rail back to its reader goroutine.
+// graceOver hands the rail back to its reader goroutine once no Recv has
+// been in for AckDelay.
 func (c *Conn) graceOver() {
-	if c.recvWants.Load() != 0 {
-		return // a Recv is in; it re-arms the timer when it leaves
+	if c.recvWants.Load() != 0 || c.now()-c.lastRecvExit.Load() < int64(AckDelay) {
+		c.graceTimer.Reset(AckDelay) // still busy: look again later
+		return
 	}
 	c.recvGrace.Store(false)
 	for _, r := range c.rails {
@@ -891,9 +896,6 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 	if got := r.received.Load(); got != w.ackSent || credit != w.creditOut {
 		w.ackSent, w.creditOut = got, credit
 		w.ctl = wire.AppendAck(w.ctl, wire.Ack{Received: got, Credit: credit})
-		if r.ackArmed.Swap(false) {
-			r.ackTimer.Stop()
-		}
 	}
 	if w.pingDue && len(w.ctl) == 0 && len(w.batch) == 0 {
 		w.ctl = wire.AppendPing(w.ctl)
@@ -1240,6 +1242,15 @@ func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits) error {
 // ackEvery is how many received bytes make a rail acknowledge even while
 // more data is arriving back to back.
 const ackEvery = 256 << 10
+
+// ackDue runs when a delayed ACK's time is up: the writer sends it unless
+// a frame of ours carried it already (then it finds nothing to do). The
+// timer is not stopped when an ACK is piggybacked: one spare wake-up per
+// AckDelay is cheaper than resetting a timer per message.
+func (r *rail) ackDue() {
+	r.ackArmed.Store(false)
+	r.signal()
+}
 
 // delayAck makes sure an ACK goes out within AckDelay unless a frame of
 // ours carries one first.
