@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,6 +115,7 @@ type rail struct {
 	rdMu       sync.Mutex    // held by whoever reads c
 	rs         rstate        // guarded by rdMu
 	bgResume   chan struct{} // cap 1: the reader goroutine may read again
+	poked      atomic.Bool   // a read deadline was set to interrupt a Recv
 
 	// guarded by Conn.mu
 	up          bool
@@ -498,13 +500,19 @@ func (c *Conn) anyUp() bool {
 // peer closed the connection, Recv returns the messages already received and
 // then io.EOF.
 func (c *Conn) Recv(ctx context.Context) (Message, error) {
-	// With one rail and a context that cannot be cancelled, Recv reads the
-	// rail itself instead of waiting to be handed each message by the
-	// rail's reader goroutine: that saves a goroutine wake-up per message.
-	direct := len(c.rails) == 1 && ctx.Done() == nil
+	// With one rail, Recv reads the rail itself instead of waiting to be
+	// handed each message by the rail's reader goroutine: that saves a
+	// goroutine wake-up per message. Cancelling ctx interrupts the read at
+	// the next frame boundary.
+	direct := len(c.rails) == 1
 	if direct {
 		c.recvWants.Add(1)
 		defer c.recvExit()
+		if ctx.Done() != nil {
+			r := c.rails[0]
+			stop := context.AfterFunc(ctx, r.poke)
+			defer stop()
+		}
 	}
 	for {
 		c.rmu.Lock()
@@ -527,6 +535,12 @@ func (c *Conn) Recv(ctx context.Context) (Message, error) {
 			if r := c.rails[0]; r.rdMu.TryLock() {
 				err := c.readFrame(r)
 				r.rdMu.Unlock()
+				if err == errPoked {
+					if ctx.Err() != nil {
+						return Message{}, ctx.Err()
+					}
+					continue
+				}
 				if err != nil {
 					direct = false // the rail is finished; wait below
 				}
@@ -1065,7 +1079,7 @@ func (c *Conn) reader(r *rail) {
 		r.rdMu.Lock()
 		err := c.readFrame(r)
 		r.rdMu.Unlock()
-		if err != nil {
+		if err != nil && err != errPoked { // a poke meant for a Recv
 			return
 		}
 	}
@@ -1086,6 +1100,40 @@ type rstate struct {
 
 // errRailDone says a rail delivers no more frames.
 var errRailDone = errors.New("multirail: rail done")
+
+// errPoked says a read at a frame boundary was interrupted on purpose
+// (a Recv reading the rail itself had its context cancelled).
+var errPoked = errors.New("multirail: read interrupted")
+
+// poke interrupts a Recv blocked reading r; see read.
+func (r *rail) poke() {
+	r.poked.Store(true)
+	_ = r.c.SetReadDeadline(time.Unix(1, 0))
+}
+
+// read fills p from r. An interruption by poke is undone (the idle
+// deadline restored); it is reported as errPoked only at a frame boundary
+// (boundary and nothing read yet), otherwise the read resumes so that no
+// frame is ever cut. The caller holds r.rdMu.
+func (c *Conn) read(r *rail, p []byte, boundary bool) error {
+	n := 0
+	for {
+		k, err := r.br.ReadFullN(p[n:])
+		n += k
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) || !r.poked.Swap(false) {
+			return err
+		}
+		now := time.Now()
+		_ = r.c.SetReadDeadline(now.Add(c.cfg.IdleTimeout))
+		r.rs.lastDL = now
+		if boundary && n == 0 && r.br.Buffered() == 0 {
+			return errPoked
+		}
+	}
+}
 
 // readFail handles a read error on r: a protocol violation closes the
 // connection, anything else takes the rail down.
@@ -1113,7 +1161,10 @@ func (c *Conn) readFrame(r *rail) error {
 		_ = r.c.SetReadDeadline(now.Add(c.cfg.IdleTimeout))
 		rs.lastDL = now
 	}
-	if err := r.br.ReadFull(rs.hb[:wire.HeaderSize]); err != nil {
+	if err := c.read(r, rs.hb[:wire.HeaderSize], true); err != nil {
+		if err == errPoked {
+			return err
+		}
 		return c.readFail(r, err)
 	}
 	h, err := wire.ParseHeader(rs.hb[:wire.HeaderSize], lim)
@@ -1124,7 +1175,7 @@ func (c *Conn) readFrame(r *rail) error {
 	case wire.TypeData:
 		return c.readData(r, h, lim)
 	case wire.TypeAck:
-		if err := r.br.ReadFull(rs.body[:h.Len]); err != nil {
+		if err := c.read(r, rs.body[:h.Len], false); err != nil {
 			return c.readFail(r, err)
 		}
 		a, err := wire.ParseAck(rs.body[:h.Len])
@@ -1136,7 +1187,7 @@ func (c *Conn) readFrame(r *rail) error {
 		}
 	case wire.TypePing:
 	case wire.TypeGoAway:
-		if err := r.br.ReadFull(rs.body[:h.Len]); err != nil {
+		if err := c.read(r, rs.body[:h.Len], false); err != nil {
 			return c.readFail(r, err)
 		}
 		code, _ := wire.ParseGoAway(rs.body[:h.Len])
@@ -1164,7 +1215,7 @@ func (c *Conn) readFrame(r *rail) error {
 // when to acknowledge.
 func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits) error {
 	rs := &r.rs
-	if err := r.br.ReadFull(rs.hb[wire.HeaderSize:]); err != nil {
+	if err := c.read(r, rs.hb[wire.HeaderSize:], false); err != nil {
 		return c.readFail(r, err)
 	}
 	d, err := wire.ParseData(h, rs.hb[wire.HeaderSize:], lim)
@@ -1182,7 +1233,7 @@ func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits) error {
 	}
 	switch verdict {
 	case reasm.Write:
-		err = r.br.ReadFull(dst)
+		err = c.read(r, dst, false)
 		if err == nil && d.Flags&wire.FlagCRC != 0 && wire.Checksum(dst) != d.CRC {
 			err = fmt.Errorf("%w: checksum mismatch in message %d at %d", wire.ErrMalformed, d.Message, d.Offset)
 		}
@@ -1203,7 +1254,7 @@ func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits) error {
 			rs.scratch = make([]byte, d.Len)
 		}
 		p := rs.scratch[:d.Len]
-		if err := r.br.ReadFull(p); err != nil {
+		if err := c.read(r, p, false); err != nil {
 			return c.readFail(r, err)
 		}
 		if verdict == reasm.Hold {

@@ -539,3 +539,19 @@ func TestCloseFlushesEager(t *testing.T) {
 		t.Fatalf("Send after the peer closed: %v, want net.ErrClosed", err)
 	}
 }
+
+// TestRecvCancel: cancelling a Recv that reads the rail itself interrupts
+// it without losing or cutting frames.
+func TestRecvCancel(t *testing.T) {
+	a, b := pair(t, 1, Config{})
+	for i := 0; i < 20; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { _, err := b.Recv(ctx); done <- err }()
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled Recv: %v", err)
+		}
+	}
+	transfer(t, a, b, 40, 2, 200<<10, nil)
+}

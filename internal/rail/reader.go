@@ -49,6 +49,13 @@ func (b *Reader) Buffered() int { return b.w - b.r }
 // ReadFull fills p, returning io.ErrUnexpectedEOF if the stream ends
 // partway and io.EOF if it ends before the first byte.
 func (b *Reader) ReadFull(p []byte) error {
+	_, err := b.ReadFullN(p)
+	return err
+}
+
+// ReadFullN is ReadFull that also says how many bytes of p it filled
+// before an error, so that a read interrupted by a deadline can resume.
+func (b *Reader) ReadFullN(p []byte) (int, error) {
 	n := copy(p, b.buf[b.r:b.w])
 	b.r += n
 	if b.r == b.w {
@@ -81,16 +88,16 @@ func (b *Reader) ReadFull(p []byte) error {
 		b.w += k
 		if err != nil {
 			if n == len(p) {
-				return nil // the error comes back on the next read
+				return n, nil // the error comes back on the next read
 			}
 			if err == io.EOF && n > 0 {
 				err = io.ErrUnexpectedEOF
 			}
-			return err
+			return n, err
 		}
 		if m == 0 && k == 0 {
-			return io.ErrNoProgress
+			return n, io.ErrNoProgress
 		}
 	}
-	return nil
+	return n, nil
 }
