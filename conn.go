@@ -127,6 +127,7 @@ type rail struct {
 	lastWait    int64
 	rate        float64 // drain-rate estimate, bits/s
 	lastWrite   int64
+	notSent     int // the socket's TCP_NOTSENT_LOWAT
 
 	// receive side and counters
 	received atomic.Uint64 // DATA frames received on this rail
@@ -233,7 +234,8 @@ func newConn(cfg config, session [16]byte, rails []railInit, peer peerParams, sc
 	for i, ri := range rails {
 		r := &rail{idx: i, name: ri.name, nominal: ri.nominal, c: ri.c, up: true,
 			br: hs.NewReader(ri.c, 64<<10), wake: make(chan struct{}, 1), goneAway: make(chan struct{}), readerDone: make(chan struct{}), bgResume: make(chan struct{}, 1)}
-		hs.Tune(ri.c, max(2*cfg.SegmentSize, 128<<10))
+		r.notSent = notSentFor(0, cfg.SegmentSize)
+		hs.Tune(ri.c, r.notSent)
 		r.ackTimer = time.AfterFunc(time.Hour, r.ackDue)
 		r.ackTimer.Stop()
 		c.rails = append(c.rails, r)
@@ -847,9 +849,21 @@ func isProtocol(err error) bool {
 	return errors.Is(err, wire.ErrMalformed) || errors.Is(err, reasm.ErrCredit) || errors.Is(err, reasm.ErrInconsistent) || errors.Is(err, ErrProtocol)
 }
 
-// maxBatch bounds the bytes one writev takes from a queue, so that the
-// queue (not the kernel) holds the backlog the scheduler looks at.
-const maxBatch = 256 << 10
+// The kernel holds about kernelAhead worth of a rail's rate unsent
+// (TCP_NOTSENT_LOWAT), within [minNotSent, maxNotSent]; one writev takes
+// half of that from the queue. Slow rails thus keep their backlog in the
+// rail's own queue, where the scheduler sees it, while fast rails get
+// large writes and few system calls.
+const (
+	kernelAhead = 2 * time.Millisecond
+	minNotSent  = 128 << 10
+	maxNotSent  = 4 << 20
+)
+
+// notSentFor is the unsent-bytes bound for a rail of rate bits/s.
+func notSentFor(rate float64, seg int) int {
+	return min(maxNotSent, max(minNotSent, 2*seg, int(rate/8*kernelAhead.Seconds())))
+}
 
 // wstate is a rail's write-side state, owned by whoever holds rail.wmu:
 // the rail's writer goroutine, or a Send or reader taking a fast path.
@@ -884,6 +898,7 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 			return 0, net.ErrClosed
 		}
 		now := c.now()
+		maxBatch := max(r.notSent/2, c.cfg.SegmentSize)
 		for r.queue.len() > 0 && (n == 0 || n+len(r.queue.s[r.queue.head].payload) <= maxBatch) {
 			s := r.queue.pop()
 			sz := len(s.payload) + wire.DataHeaderSize
@@ -1050,6 +1065,10 @@ func (c *Conn) observeRate(r *rail, n int, t0 time.Time, backlog bool) {
 		r.rate = sample
 	} else {
 		r.rate += 0.125 * (sample - r.rate)
+	}
+	if want := notSentFor(r.rate, c.cfg.SegmentSize); want >= 2*r.notSent || 2*want <= r.notSent {
+		r.notSent = want
+		hs.SetNotSent(r.c, want)
 	}
 }
 

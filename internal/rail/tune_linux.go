@@ -16,6 +16,15 @@ func Tune(c net.Conn, notSent int) {
 		return
 	}
 	_ = tc.SetNoDelay(true)
+	SetNotSent(c, notSent)
+}
+
+// SetNotSent changes the socket's TCP_NOTSENT_LOWAT (best effort).
+func SetNotSent(c net.Conn, notSent int) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return
+	}
 	raw, err := tc.SyscallConn()
 	if err != nil {
 		return

@@ -10,3 +10,6 @@ func Tune(c net.Conn, notSent int) {
 		_ = tc.SetNoDelay(true)
 	}
 }
+
+// SetNotSent does nothing here: the bound is Linux only.
+func SetNotSent(net.Conn, int) {}
