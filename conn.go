@@ -126,8 +126,11 @@ type rail struct {
 	acked       uint64 // DATA frames the peer acknowledged on this rail
 	lastWait    int64
 	rate        float64 // drain-rate estimate, bits/s
-	lastWrite   int64
-	notSent     int // the socket's TCP_NOTSENT_LOWAT
+	notSent     int     // the socket's TCP_NOTSENT_LOWAT
+	ackedBytes  int64   // bytes the peer acknowledged on this rail
+	rateT0      int64   // start of the current rate sample (c.now())
+	rateB0      int64   // ackedBytes at rateT0
+	busySince   int64   // c.now() since when the queue has been non-empty, 0 if empty
 
 	// receive side and counters
 	received atomic.Uint64 // DATA frames received on this rail
@@ -484,6 +487,9 @@ func (c *Conn) enqueueLocked(s *segment, inline bool) (*rail, error) {
 // push queues s on r. Caller holds c.mu.
 func (c *Conn) push(r *rail, s *segment) {
 	s.enq = c.now()
+	if r.queue.len() == 0 && r.busySince == 0 {
+		r.busySince = s.enq
+	}
 	r.queue.push(s)
 	r.queuedBytes += int64(len(s.payload) + wire.DataHeaderSize)
 }
@@ -890,7 +896,6 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 	}
 	w.batch = w.batch[:0]
 	n := 0
-	backlog := false
 	if !ctlOnly {
 		c.mu.Lock()
 		if !r.up {
@@ -915,7 +920,9 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 			}
 			c.broadcast()
 		}
-		backlog = r.queue.len() > 0
+		if r.queue.len() == 0 {
+			r.busySince = 0
+		}
 		c.mu.Unlock()
 	}
 	w.ctl = w.ctl[:0]
@@ -942,7 +949,6 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 	}
 	w.iov = iov
 	w.wv = iov // WriteTo consumes w.wv (a field, so nothing escapes), not w.iov
-	t0 := time.Now()
 	_, err := w.wv.WriteTo(r.c)
 	clear(w.iov)
 	w.wrote = true
@@ -952,7 +958,6 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 	if n > 0 {
 		r.bytesOut.Add(uint64(n))
 		r.segsOut.Add(uint64(len(w.batch)))
-		c.observeRate(r, n, t0, backlog)
 	}
 	frames := len(w.batch)
 	if len(w.ctl) > 0 {
@@ -1045,26 +1050,37 @@ func (c *Conn) writer(r *rail) {
 	}
 }
 
-// observeRate updates r's drain-rate estimate from a write of n bytes that
-// began at t0; only writes made while a backlog was waiting measure the
-// rail's capacity.
-func (c *Conn) observeRate(r *rail, n int, t0 time.Time, backlog bool) {
-	end := c.now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	start := int64(t0.Sub(c.start))
-	if r.lastWrite > start && backlog {
-		start = r.lastWrite // back-to-back: the rail was busy since the last write ended
-	}
-	r.lastWrite = end
-	if !backlog || end <= start {
+// rateWindow is the shortest interval a delivery-rate sample spans.
+const rateWindow = 20 * time.Millisecond
+
+// observeDelivery updates r's rate estimate from acknowledged bytes: the
+// rate at which the peer received data on r over the last rateWindow or
+// more, counted only while r had a backlog (otherwise the sample measures
+// the offered load, not the rail). It also adapts the socket's unsent
+// bound to the rate. Caller holds c.mu.
+func (c *Conn) observeDelivery(r *rail, bytes int) {
+	now := c.now()
+	r.ackedBytes += int64(bytes)
+	if r.rateT0 == 0 {
+		r.rateT0, r.rateB0 = now, r.ackedBytes
 		return
 	}
-	sample := float64(n) * 8 / (float64(end-start) / 1e9)
+	if now-r.rateT0 < int64(rateWindow) {
+		return
+	}
+	sample := float64(r.ackedBytes-r.rateB0) * 8 / (float64(now-r.rateT0) / 1e9)
+	// Busy: a backlog waited in the queue all along, or the pipe holds at
+	// least what the kernel may keep unsent.
+	busy := (r.queue.len() > 0 && r.busySince != 0 && r.busySince <= r.rateT0) ||
+		r.unacked.len()*c.cfg.SegmentSize >= r.notSent
+	r.rateT0, r.rateB0 = now, r.ackedBytes
+	if !busy {
+		return
+	}
 	if r.rate == 0 {
 		r.rate = sample
 	} else {
-		r.rate += 0.125 * (sample - r.rate)
+		r.rate += 0.25 * (sample - r.rate)
 	}
 	if want := notSentFor(r.rate, c.cfg.SegmentSize); want >= 2*r.notSent || 2*want <= r.notSent {
 		r.notSent = want
@@ -1349,9 +1365,11 @@ func (c *Conn) ack(r *rail, a wire.Ack) error {
 	if a.Received < r.acked || a.Received-r.acked > uint64(r.unacked.len()) {
 		return fmt.Errorf("%w: ack of %d frames on rail %s, %d sent", ErrProtocol, a.Received, r.name, r.acked+uint64(r.unacked.len()))
 	}
+	bytes := 0
 	for r.acked < a.Received {
 		s := r.unacked.pop()
 		r.acked++
+		bytes += len(s.payload) + wire.DataHeaderSize
 		if m := s.msg; m != nil {
 			m.remaining--
 			if m.remaining == 0 {
@@ -1359,6 +1377,9 @@ func (c *Conn) ack(r *rail, a wire.Ack) error {
 			}
 		}
 		putSeg(s)
+	}
+	if bytes > 0 {
+		c.observeDelivery(r, bytes)
 	}
 	if a.Credit > c.peerCredit {
 		c.peerCredit = a.Credit
