@@ -115,7 +115,8 @@ type rail struct {
 	rdMu       sync.Mutex    // held by whoever reads c
 	rs         rstate        // guarded by rdMu
 	bgResume   chan struct{} // cap 1: the reader goroutine may read again
-	poked      atomic.Bool   // a read deadline was set to interrupt a Recv
+	pokeMu     sync.Mutex
+	poked      bool // a read deadline was set to interrupt a Recv (guarded by pokeMu)
 
 	// guarded by Conn.mu
 	up          bool
@@ -178,6 +179,9 @@ type Conn struct {
 	recvWants     atomic.Int32  // Recvs that may read the rail themselves
 	recvGrace     atomic.Bool   // a Recv just left; the next one probably comes soon
 	lastRecvExit  atomic.Int64  // c.now() when the last Recv left
+	pokeMu        sync.Mutex
+	pokeDone      <-chan struct{} // the context watchCtx keeps watching
+	pokeStop      func() bool
 	graceTimer    *time.Timer
 	creditUnsent  atomic.Uint64 // credit returned by Recv, not yet announced promptly
 
@@ -517,9 +521,9 @@ func (c *Conn) Recv(ctx context.Context) (Message, error) {
 		c.recvWants.Add(1)
 		defer c.recvExit()
 		if ctx.Done() != nil {
-			r := c.rails[0]
-			stop := context.AfterFunc(ctx, r.poke)
-			defer stop()
+			if stop := c.watchCtx(ctx); stop != nil {
+				defer stop()
+			}
 		}
 	}
 	for {
@@ -540,6 +544,9 @@ func (c *Conn) Recv(ctx context.Context) (Message, error) {
 			return Message{}, io.EOF
 		}
 		if direct && c.goingAway.Load() == 0 {
+			if err := ctx.Err(); err != nil {
+				return Message{}, err
+			}
 			if r := c.rails[0]; r.rdMu.TryLock() {
 				err := c.readFrame(r)
 				r.rdMu.Unlock()
@@ -578,6 +585,27 @@ func (c *Conn) Recv(ctx context.Context) (Message, error) {
 			}
 		}
 	}
+}
+
+// watchCtx makes cancelling ctx interrupt a Recv reading the rail itself.
+// A lone Recv keeps the registration for the next call with the same
+// context (a long-lived context then costs nothing per message); with
+// concurrent Recvs each registers its own and gets a stop function.
+func (c *Conn) watchCtx(ctx context.Context) (stop func() bool) {
+	r := c.rails[0]
+	if c.recvWants.Load() > 1 {
+		return context.AfterFunc(ctx, r.poke)
+	}
+	c.pokeMu.Lock()
+	defer c.pokeMu.Unlock()
+	if c.pokeDone != ctx.Done() {
+		if c.pokeStop != nil {
+			c.pokeStop()
+		}
+		c.pokeStop = context.AfterFunc(ctx, r.poke)
+		c.pokeDone = ctx.Done()
+	}
+	return nil
 }
 
 // recvMayRead reports whether a Recv reads the rail itself (or did so a
@@ -708,6 +736,11 @@ func (c *Conn) shutdown(err error, goAway bool) {
 			deadline.Stop()
 		}
 		close(c.closed)
+		c.pokeMu.Lock()
+		if c.pokeStop != nil {
+			c.pokeStop()
+		}
+		c.pokeMu.Unlock()
 		for _, r := range c.rails {
 			_ = r.c.Close()
 		}
@@ -1142,14 +1175,31 @@ var errPoked = errors.New("multirail: read interrupted")
 
 // poke interrupts a Recv blocked reading r; see read.
 func (r *rail) poke() {
-	r.poked.Store(true)
+	r.pokeMu.Lock()
+	r.poked = true
 	_ = r.c.SetReadDeadline(time.Unix(1, 0))
+	r.pokeMu.Unlock()
 }
 
-// read fills p from r. An interruption by poke is undone (the idle
-// deadline restored); it is reported as errPoked only at a frame boundary
-// (boundary and nothing read yet), otherwise the read resumes so that no
-// frame is ever cut. The caller holds r.rdMu.
+// unpoke reports whether a timeout on r came from poke, and if so undoes
+// it (restores the idle deadline).
+func (c *Conn) unpoke(r *rail) bool {
+	r.pokeMu.Lock()
+	defer r.pokeMu.Unlock()
+	if !r.poked {
+		return false
+	}
+	r.poked = false
+	now := time.Now()
+	_ = r.c.SetReadDeadline(now.Add(c.cfg.IdleTimeout))
+	r.rs.lastDL = now
+	return true
+}
+
+// read fills p from r. An interruption by poke is undone; it is reported
+// as errPoked only at a frame boundary (boundary and nothing read yet),
+// otherwise the read resumes so that no frame is ever cut (the caller
+// checks its context before the next frame). The caller holds r.rdMu.
 func (c *Conn) read(r *rail, p []byte, boundary bool) error {
 	n := 0
 	for {
@@ -1158,12 +1208,9 @@ func (c *Conn) read(r *rail, p []byte, boundary bool) error {
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, os.ErrDeadlineExceeded) || !r.poked.Swap(false) {
+		if !errors.Is(err, os.ErrDeadlineExceeded) || !c.unpoke(r) {
 			return err
 		}
-		now := time.Now()
-		_ = r.c.SetReadDeadline(now.Add(c.cfg.IdleTimeout))
-		r.rs.lastDL = now
 		if boundary && n == 0 && r.br.Buffered() == 0 {
 			return errPoked
 		}

@@ -226,14 +226,16 @@ func stream(ctx context.Context, cli, srv *multirail.Conn, o Options, start time
 		sendErr error
 		errOnce sync.Once
 	)
+	// One read-only buffer for every sender, as the plain TCP baseline
+	// writes from one buffer: Send only reads it.
+	msg := make([]byte, o.Size)
+	for i := range msg {
+		msg[i] = byte(i * 7)
+	}
 	for g := 0; g < o.Window; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			msg := make([]byte, o.Size)
-			for i := range msg {
-				msg[i] = byte(i*7 + g)
-			}
 			for time.Now().Before(deadline) {
 				lg := &logs[g]
 				lg.mu.Lock()
