@@ -25,6 +25,7 @@ func readvFor(c net.Conn) readvFunc {
 		if len(q) == 0 {
 			v.cur = v.iov[:1]
 		}
+		v.n, v.err = 0, nil // Read may fail (deadline) without calling fn
 		err := raw.Read(v.fn)
 		n, rerr := v.n, v.err
 		v.iov[0], v.iov[1], v.cur, v.err = nil, nil, nil, nil
