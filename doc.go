@@ -26,8 +26,8 @@
 // without waiting for the peer. Larger messages are written from the
 // caller's buffer, and Send returns once the peer has acknowledged every
 // segment. A nil error from an eager Send therefore does not prove
-// delivery: if the connection fails, or is closed, while the copy is still
-// queued, the message is lost (see Close below).
+// delivery: if the connection fails while the copy is still queued, the
+// message is lost (Close, by contrast, writes what is queued first).
 //
 // Flow control bounds the receiver's memory: each side grants the other a
 // window of Config.MaxReceiveBuffer bytes, which covers messages being
@@ -43,6 +43,11 @@
 // pings, and a rail on which nothing arrives for Config.IdleTimeout is
 // dropped.
 //
+// On a connection with a single rail, Recv reads the rail itself rather
+// than being handed each message by the rail's reader goroutine, which
+// saves a goroutine wake-up per message; cancelling its context interrupts
+// it at the next frame boundary.
+//
 // Recv allocates the buffer of each message from size-classed pools. A
 // caller that is done with Message.Data may hand it back with Conn.Release,
 // so later receives reuse it instead of allocating; releasing is optional.
@@ -54,13 +59,13 @@
 //
 // # What the caller must do
 //
-//   - Close every Conn and Listener. Close tells the peer (whose Recv then
-//     returns the messages already received, then io.EOF), closes every
-//     rail and waits for the connection's goroutines. Close does not flush:
-//     eager messages still queued on a rail are dropped, and the peer still
-//     sees a normal end. When the last messages matter, have the peer
-//     confirm them (reply with a message) before closing. Closing a
-//     Listener does not close connections it has already handed out.
+//   - Close every Conn and Listener. Close first writes what is still
+//     queued on the rails (eager messages whose Send returned included),
+//     for at most two seconds, then tells the peer on every rail (whose
+//     Recv then returns the messages already received, then io.EOF), reads
+//     until the peer has closed its ends, closes every rail and waits for
+//     the connection's goroutines. Closing a Listener does not close
+//     connections it has already handed out.
 //   - Not modify msg while Send runs. Segments of a large message are
 //     written straight from msg; if ctx is cancelled after the message was
 //     handed to the rails, Send returns but the message stays in flight, and
@@ -85,8 +90,11 @@
 //   - ErrClosed is returned by calls on a connection (or Listener) closed by
 //     this side; it wraps net.ErrClosed, so errors.Is(err, net.ErrClosed)
 //     holds too. When the peer closed the connection first, Recv returns
-//     the messages already received and then io.EOF; Send then fails with
-//     an error that is currently none of the sentinels listed here.
+//     the messages already received and then io.EOF, and Send fails with
+//     ErrPeerClosed, which wraps net.ErrClosed too.
+//   - ErrAuth (inside a *RailError from Dial) means the two sides do not
+//     share the token; ErrVersion means the peer speaks another protocol
+//     version.
 //   - ErrAllRailsDown means every rail of the connection broke; the
 //     connection is closed.
 //   - ErrTooLarge means a message exceeds MaxMessageSize or what the peer
