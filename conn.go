@@ -108,8 +108,10 @@ type rail struct {
 	w       wstate        // guarded by wmu
 	// ackTimer sends a delayed ACK (eager data, returned credit) unless a
 	// frame of ours carries it first.
-	ackTimer *time.Timer
-	ackArmed atomic.Bool
+	ackTimer  *time.Timer
+	ackArmed  atomic.Bool
+	ackedOut  atomic.Uint64 // the Received count of the last ACK written
+	creditDue atomic.Bool   // returned credit waits for an ACK
 
 	readerDone chan struct{} // closed when the reader goroutine exits
 	rdMu       sync.Mutex    // held by whoever reads c
@@ -174,7 +176,7 @@ type Conn struct {
 	usedCredit    uint64
 	peerWindow    uint64
 	sentMsgs      uint64
-	recvMsgs      uint64
+	recvMsgs      atomic.Uint64
 	goingAway     atomic.Uint32 // GOAWAY code + 1 once Close started
 	recvWants     atomic.Int32  // Recvs that may read the rail themselves
 	recvGrace     atomic.Bool   // a Recv just left; the next one probably comes soon
@@ -534,9 +536,7 @@ func (c *Conn) Recv(ctx context.Context) (Message, error) {
 		free := c.railFreed
 		c.rmu.Unlock()
 		if ok {
-			c.mu.Lock()
-			c.recvMsgs++
-			c.mu.Unlock()
+			c.recvMsgs.Add(1)
 			c.creditChanged(reasm.Cost(uint64(len(m.Data))))
 			return Message{Tag: m.Tag, Data: m.Data}, nil
 		}
@@ -670,6 +670,7 @@ func (c *Conn) creditChanged(cost uint64) {
 		r.signal()
 		return
 	}
+	r.creditDue.Store(true)
 	r.delayAck()
 }
 
@@ -899,6 +900,10 @@ const (
 	maxNotSent  = 4 << 20
 )
 
+// smallPayload is the largest payload copied into a write's contiguous
+// run instead of getting an iovec of its own.
+const smallPayload = 2 << 10
+
 // notSentFor is the unsent-bytes bound for a rail of rate bits/s.
 func notSentFor(rate float64, seg int) int {
 	return min(maxNotSent, max(minNotSent, 2*seg, int(rate/8*kernelAhead.Seconds())))
@@ -910,6 +915,7 @@ type wstate struct {
 	batch     []*segment
 	iov       net.Buffers
 	wv        net.Buffers
+	run       []byte // contiguous bytes of a write: control, headers, small payloads
 	ctl       []byte
 	ackSent   uint64
 	creditOut uint64
@@ -965,6 +971,8 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 	if got := r.received.Load(); got != w.ackSent || credit != w.creditOut {
 		w.ackSent, w.creditOut = got, credit
 		w.ctl = wire.AppendAck(w.ctl, wire.Ack{Received: got, Credit: credit})
+		r.ackedOut.Store(got)
+		r.creditDue.Store(false)
 	}
 	if w.pingDue && len(w.ctl) == 0 && len(w.batch) == 0 {
 		w.ctl = wire.AppendPing(w.ctl)
@@ -973,16 +981,41 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 	if len(w.batch) == 0 && len(w.ctl) == 0 {
 		return 0, nil
 	}
+	// Control frames, headers and small payloads are copied into one
+	// contiguous run (a copy of a few bytes is cheaper than an iovec);
+	// large payloads are written from the caller's memory.
 	iov := w.iov[:0]
-	if len(w.ctl) > 0 {
-		iov = append(iov, w.ctl)
-	}
+	size := len(w.ctl)
 	for _, s := range w.batch {
-		iov = append(iov, s.hdr[:], s.payload)
+		size += len(s.hdr)
+		if len(s.payload) <= smallPayload {
+			size += len(s.payload)
+		}
+	}
+	if cap(w.run) < size {
+		w.run = make([]byte, 0, size) // appends below then never move it
+	}
+	run := append(w.run[:0], w.ctl...) // control frames first
+	for _, s := range w.batch {
+		run = append(run, s.hdr[:]...)
+		if len(s.payload) <= smallPayload {
+			run = append(run, s.payload...)
+			continue
+		}
+		iov = append(iov, run, s.payload)
+		run = run[len(run):] // the next run continues in the same buffer
+	}
+	if len(run) > 0 {
+		iov = append(iov, run)
 	}
 	w.iov = iov
-	w.wv = iov // WriteTo consumes w.wv (a field, so nothing escapes), not w.iov
-	_, err := w.wv.WriteTo(r.c)
+	var err error
+	if len(iov) == 1 {
+		_, err = r.c.Write(iov[0])
+	} else {
+		w.wv = iov // WriteTo consumes w.wv (a field, so nothing escapes), not w.iov
+		_, err = w.wv.WriteTo(r.c)
+	}
 	clear(w.iov)
 	w.wrote = true
 	if err != nil {
@@ -1382,7 +1415,9 @@ const ackEvery = 256 << 10
 // AckDelay is cheaper than resetting a timer per message.
 func (r *rail) ackDue() {
 	r.ackArmed.Store(false)
-	r.signal()
+	if r.received.Load() != r.ackedOut.Load() || r.creditDue.Load() {
+		r.signal()
+	}
 }
 
 // delayAck makes sure an ACK goes out within AckDelay unless a frame of
@@ -1479,7 +1514,7 @@ func (c *Conn) Stats() Stats {
 	c.mu.Lock()
 	st.Scheduler = c.sch.Name()
 	st.MessagesSent = c.sentMsgs
-	st.MessagesReceived = c.recvMsgs
+	st.MessagesReceived = c.recvMsgs.Load()
 	st.CreditAvailable = c.peerCredit - c.usedCredit
 	for _, r := range c.rails {
 		rs := RailStats{
