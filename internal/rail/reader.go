@@ -66,16 +66,18 @@ func (b *Reader) ReadFullN(p []byte) (int, error) {
 			m, k int
 			err  error
 		)
-		if b.rv != nil {
+		if b.rv != nil && len(p)-n >= bigRead {
+			// A big payload: read it in place, plus a little look-ahead.
 			q := b.buf[b.w:]
 			if len(q) > b.ahead {
 				q = q[:b.ahead]
 			}
 			m, k, err = b.rv(p[n:], q)
 		} else if len(p)-n < len(b.buf) {
-			// Small read: fill the (empty) look-ahead buffer, then copy.
+			// Small read (a header, a small payload): fill the (empty)
+			// look-ahead buffer with one plain read, then copy.
 			var got int
-			got, err = b.c.Read(b.buf)
+			got, err = b.c.Read(b.buf[:b.ahead])
 			m = copy(p[n:], b.buf[:got])
 			b.r, b.w = m, got
 			if b.r == b.w {
