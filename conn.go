@@ -737,6 +737,7 @@ func (c *Conn) shutdown(err error, goAway bool) {
 			deadline.Stop()
 		}
 		close(c.closed)
+		c.graceTimer.Stop()
 		c.pokeMu.Lock()
 		if c.pokeStop != nil {
 			c.pokeStop()
