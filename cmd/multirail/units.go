@@ -29,8 +29,11 @@ func parseSize(flag, s string, lo, hi int64) (int64, error) {
 		}
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
-	if err != nil || n < 0 || (mult > 1 && n > hi/mult) {
+	if err != nil || n < 0 {
 		return 0, usagef("--%s %q: want %s", flag, s, sizeForm)
+	}
+	if mult > 1 && n > hi/mult {
+		return 0, usagef("--%s %q is out of range: allowed %d..%d bytes", flag, s, lo, hi)
 	}
 	n *= mult
 	if n < lo || n > hi {
