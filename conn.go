@@ -1155,12 +1155,6 @@ func (c *Conn) observeDelivery(r *rail, bytes int) {
 	}
 }
 
-func (c *Conn) granted() uint64 {
-	c.rmu.Lock()
-	defer c.rmu.Unlock()
-	return c.re.Granted()
-}
-
 // reader is the rail's only reader: it decodes frames, reassembles
 // messages and processes ACKs.
 func (c *Conn) reader(r *rail) {
