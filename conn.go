@@ -1155,8 +1155,9 @@ func (c *Conn) observeDelivery(r *rail, bytes int) {
 	}
 }
 
-// reader is the rail's only reader: it decodes frames, reassembles
-// messages and processes ACKs.
+// reader is the rail's reader goroutine: it decodes frames, reassembles
+// messages and processes ACKs. On a single-rail connection a Recv may read
+// in its place (whoever reads holds r.rdMu).
 func (c *Conn) reader(r *rail) {
 	defer c.wg.Done()
 	defer close(r.readerDone)
