@@ -355,7 +355,7 @@ func goodHello() wire.Hello {
 // TestHostilePeers: each misbehaving peer loses its connection, with the
 // reason, while a legitimate session on the same listener completes.
 func TestHostilePeers(t *testing.T) {
-	ln, err := Listen("127.0.0.1:0", Config{Token: "tok", HandshakeTimeout: time.Second, MaxMessageSize: 1 << 20})
+	ln, err := Listen("127.0.0.1:0", Config{Token: "tok", HandshakeTimeout: 2 * time.Second, MaxMessageSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -492,11 +492,11 @@ func TestIdleTimeout(t *testing.T) {
 
 // TestIdleConnectionStaysUp: pings keep a quiet but healthy connection alive.
 func TestIdleConnectionStaysUp(t *testing.T) {
-	a, b := pair(t, 2, Config{IdleTimeout: 150 * time.Millisecond})
+	a, b := pair(t, 2, Config{IdleTimeout: 400 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	// Stay idle for four idle timeouts: only pings cross the rails.
-	time.Sleep(600 * time.Millisecond)
+	// Stay idle for three idle timeouts: only pings cross the rails.
+	time.Sleep(1200 * time.Millisecond)
 	for _, r := range a.Stats().Rails {
 		if !r.Up {
 			t.Fatalf("rail %s went down on an idle but healthy connection", r.Name)
