@@ -1485,7 +1485,8 @@ type RailStats struct {
 	// transmission time (wait_time), 0 while the rate is unknown.
 	LastWait         time.Duration
 	LastWaitSegments float64
-	// RateBps is the drain-rate estimate, bits/s.
+	// RateBps is the rail's delivery rate, bits/s, measured from
+	// acknowledged bytes while the rail had a backlog; 0 until measured.
 	RateBps float64
 	// Errors counts failures seen on the rail.
 	Errors uint64

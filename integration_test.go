@@ -318,15 +318,22 @@ func TestTokenFromEnv(t *testing.T) {
 	dialAccept(t, ln, Config{Rails: []Rail{{Addr: ln.Addr().String()}}})
 }
 
-// rawSession completes a one-rail handshake by hand and returns the raw
-// socket plus the acceptor's Conn.
-func rawSession(t *testing.T, ln *Listener, token string, hello wire.Hello) (net.Conn, *Conn) {
+// rawDial opens a plain TCP connection to ln, closed when the test ends.
+func rawDial(t *testing.T, ln *Listener) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// rawSession completes a one-rail handshake by hand and returns the raw
+// socket plus the acceptor's Conn.
+func rawSession(t *testing.T, ln *Listener, token string, hello wire.Hello) (net.Conn, *Conn) {
+	t.Helper()
+	c := rawDial(t, ln)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	type res struct {
@@ -365,11 +372,7 @@ func TestHostilePeers(t *testing.T) {
 	defer cancel()
 
 	t.Run("garbage before handshake", func(t *testing.T) {
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := rawDial(t, ln)
 		c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		// Closed means EOF or a reset (the acceptor closed with our bytes unread).
@@ -378,11 +381,7 @@ func TestHostilePeers(t *testing.T) {
 		}
 	})
 	t.Run("version mismatch", func(t *testing.T) {
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := rawDial(t, ln)
 		h := goodHello()
 		h.Version = 9
 		_, err = hs.Dial(c, h, []byte("tok"), time.Now().Add(5*time.Second))
@@ -391,11 +390,7 @@ func TestHostilePeers(t *testing.T) {
 		}
 	})
 	t.Run("half-open handshake times out", func(t *testing.T) {
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := rawDial(t, ln)
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if _, err := io.ReadAll(c); err != nil {
 			t.Fatalf("silent peer not cut off after the handshake timeout: %v", err)
