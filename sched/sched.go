@@ -132,3 +132,25 @@ func New(name string, cfg Config) (Scheduler, error) {
 	}
 	return f(cfg)
 }
+
+// Explainer is implemented by schedulers that can say why traffic goes
+// where it goes. The transport and the simulator call Explain when a user
+// asks for statistics, never on the hot path.
+type Explainer interface {
+	// Explain fills x with the scheduler's current view of the rails. It
+	// reuses x's slices (resizing them to the number of rails).
+	Explain(x *Explanation)
+}
+
+// Explanation is a scheduler's view of the rails at one moment.
+type Explanation struct {
+	// Levels is each rail's current state level (k_i in 0..k-1).
+	Levels []int
+	// Values is, for each rail, the learned value of sending the next
+	// segment there from the current state; higher is preferred. Its unit
+	// depends on the scheduler (docs/scheduler.md).
+	Values []float64
+	// Decisions counts Picks since the scheduler was built; Explorations
+	// counts those that deliberately did not take the best-valued rail.
+	Decisions, Explorations uint64
+}
