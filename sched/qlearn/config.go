@@ -1,0 +1,285 @@
+package qlearn
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+
+	"github.com/multirail/multirail/sched"
+)
+
+// Registry names of the two presets.
+const (
+	// NamePatent is the preset that follows CN101833479A as reconstructed
+	// in docs/scheduler.md.
+	NamePatent = "qlearn-patent"
+	// Name is the improved preset.
+	Name = "qlearn"
+)
+
+// Preset selects the algorithm.
+type Preset int
+
+const (
+	// Improved is the improved preset ("qlearn"): one value table per rail
+	// learned from each segment's own queueing delay, decaying
+	// epsilon-greedy exploration, and never waiting on a full queue while
+	// another rail has room.
+	Improved Preset = iota
+	// Patent is the preset of CN101833479A ("qlearn-patent"): one Q table
+	// per pair of rails, greedy on their sum, SARSA update with the reward
+	// 1/(wait_time+1) - 4/k, waiting while the chosen queue is full.
+	Patent
+)
+
+func (p Preset) String() string {
+	switch p {
+	case Improved:
+		return Name
+	case Patent:
+		return NamePatent
+	}
+	return fmt.Sprintf("Preset(%d)", int(p))
+}
+
+// Config holds every constant of both presets. The zero value of a field
+// means the preset's default (see Defaults); fields for which 0 is a
+// meaningful value are pointers, nil meaning the default (set them with F).
+// Ranges are checked when a scheduler is built; an out-of-range field gives
+// an error naming the preset, the field, its value and the range.
+type Config struct {
+	// K is the number of states per rail (levels 0..K-1). Patent range
+	// 8..32, which the patent preset enforces; the improved preset accepts
+	// 2..64. Default 16.
+	K int
+	// Beta is the learning rate, in [0,1] (the patent's range). Default:
+	// 0.1 (patent), 0.2 (improved).
+	Beta *float64
+	// Gamma is the discount factor, in [0,1] (the patent's range). Default:
+	// 0.8 (patent), 0 (improved: a segment's delay does not depend on later
+	// decisions once it is queued; see docs/scheduler.md).
+	Gamma *float64
+	// QueueFactor multiplies queue_interval = ceil(queue_max/k) (the patent
+	// also names the number of rails m as an input of that formula without
+	// the formula surviving; this factor stands in for it). In (0, 64].
+	// Default 1. Patent preset only.
+	QueueFactor float64
+	// Penalty is the numerator of the reward's constant term:
+	// r = 1/(wait_time+1) - Penalty/k. The patent has 4. In [0, 64].
+	// Patent preset only.
+	Penalty *float64
+	// RandomTies breaks ties between equally valued rails with the seeded
+	// random source instead of taking the lowest index.
+	RandomTies bool
+	// Epsilon is the initial exploration probability of the improved
+	// preset, in [0,1]. Default 0.1.
+	Epsilon *float64
+	// EpsilonMin is the floor the exploration probability decays to, in
+	// [0, Epsilon]. It keeps the values of rarely used rails fresh when
+	// load moves. Default 0.01.
+	EpsilonMin *float64
+	// EpsilonDecay is the number of decisions over which the exploration
+	// probability halves: eps(t) = max(EpsilonMin, Epsilon*D/(D+t)). In
+	// [1, 1e9]. Default 1000.
+	EpsilonDecay float64
+	// History is the capacity of each rail's record of queued decisions
+	// (improved preset), at least the largest queue depth the caller uses.
+	// In [1, 65536]. Default 256.
+	History int
+}
+
+// F returns a pointer to x, for the pointer fields of Config.
+func F(x float64) *float64 { return &x }
+
+// ErrConfig is returned (wrapped) for an invalid Config. It is
+// sched.ErrConfig, so callers of sched.New need only test for that.
+var ErrConfig = sched.ErrConfig
+
+// params is a Config with every default filled in.
+type params struct {
+	k                     int
+	beta, gamma           float64
+	queueFactor, penalty  float64
+	randomTies            bool
+	eps, epsMin, epsDecay float64
+	history               int
+}
+
+// Defaults returns the preset's defaults as a Config with every field set.
+func Defaults(p Preset) Config {
+	c := Config{K: 16, QueueFactor: 1, Penalty: F(4), Epsilon: F(0.1), EpsilonMin: F(0.01),
+		EpsilonDecay: 1000, History: 256}
+	if p == Patent {
+		c.Beta, c.Gamma = F(0.1), F(0.8)
+	} else {
+		c.Beta, c.Gamma = F(0.2), F(0)
+	}
+	return c
+}
+
+func deref(p *float64, def *float64) float64 {
+	if p != nil {
+		return *p
+	}
+	return *def
+}
+
+// resolve fills the defaults of preset p in and validates the result.
+func (c Config) resolve(p Preset) (params, error) {
+	d := Defaults(p)
+	out := params{
+		k: c.K, beta: deref(c.Beta, d.Beta), queueFactor: c.QueueFactor,
+		gamma: deref(c.Gamma, d.Gamma), penalty: deref(c.Penalty, d.Penalty),
+		randomTies: c.RandomTies,
+		eps:        deref(c.Epsilon, d.Epsilon), epsMin: deref(c.EpsilonMin, d.EpsilonMin),
+		epsDecay: c.EpsilonDecay, history: c.History,
+	}
+	if out.k == 0 {
+		out.k = d.K
+	}
+	if out.queueFactor == 0 {
+		out.queueFactor = d.QueueFactor
+	}
+	if out.epsDecay == 0 {
+		out.epsDecay = d.EpsilonDecay
+	}
+	if out.history == 0 {
+		out.history = d.History
+	}
+	kmin, kmax := 2, 64
+	if p == Patent {
+		kmin, kmax = 8, 32
+	}
+	switch {
+	case out.k < kmin || out.k > kmax:
+		return out, fmt.Errorf("%w: %s: K = %d, need %d..%d", ErrConfig, p, out.k, kmin, kmax)
+	case !in(out.beta, 0, 1):
+		return out, fmt.Errorf("%w: %s: Beta = %v, need 0..1", ErrConfig, p, out.beta)
+	case !in(out.gamma, 0, 1):
+		return out, fmt.Errorf("%w: %s: Gamma = %v, need 0..1", ErrConfig, p, out.gamma)
+	case !in(out.queueFactor, 0, 64) || out.queueFactor == 0:
+		return out, fmt.Errorf("%w: %s: QueueFactor = %v, need > 0 and <= 64", ErrConfig, p, out.queueFactor)
+	case !in(out.penalty, 0, 64):
+		return out, fmt.Errorf("%w: %s: Penalty = %v, need 0..64", ErrConfig, p, out.penalty)
+	case !in(out.eps, 0, 1):
+		return out, fmt.Errorf("%w: %s: Epsilon = %v, need 0..1", ErrConfig, p, out.eps)
+	case !in(out.epsMin, 0, out.eps):
+		return out, fmt.Errorf("%w: %s: EpsilonMin = %v, need 0..Epsilon (%v)", ErrConfig, p, out.epsMin, out.eps)
+	case !in(out.epsDecay, 1, 1e9):
+		return out, fmt.Errorf("%w: %s: EpsilonDecay = %v, need 1..1e9 decisions", ErrConfig, p, out.epsDecay)
+	case out.history < 1 || out.history > 65536:
+		return out, fmt.Errorf("%w: %s: History = %d, need 1..65536", ErrConfig, p, out.history)
+	}
+	return out, nil
+}
+
+func in(x, lo, hi float64) bool { return x >= lo && x <= hi } // false for NaN
+
+// optionNames lists the keys ParseOptions accepts.
+const optionNames = "k, beta, gamma, queue-factor, penalty, random-ties, epsilon, epsilon-min, epsilon-decay, history"
+
+// ParseOptions parses "key=value,key=value" (keys: k, beta, gamma,
+// queue-factor, penalty, random-ties, epsilon, epsilon-min, epsilon-decay,
+// history) into a Config. It checks syntax only; ranges are checked when a
+// scheduler is built (New).
+func ParseOptions(s string) (Config, error) {
+	var c Config
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return c, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return c, fmt.Errorf("scheduler option %q: want key=value (keys: %s)", kv, optionNames)
+		}
+		k = strings.ToLower(strings.TrimSpace(k))
+		v = strings.TrimSpace(v)
+		if k == "k" || k == "history" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return c, fmt.Errorf("scheduler option %s=%q: want an integer", k, v)
+			}
+			if k == "k" {
+				c.K = n
+			} else {
+				c.History = n
+			}
+			continue
+		}
+		if k == "random-ties" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return c, fmt.Errorf("scheduler option %s=%q: want true or false", k, v)
+			}
+			c.RandomTies = b
+			continue
+		}
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(x) {
+			return c, fmt.Errorf("scheduler option %s=%q: want a number", k, v)
+		}
+		switch k {
+		case "beta":
+			c.Beta = F(x)
+		case "gamma":
+			c.Gamma = F(x)
+		case "queue-factor":
+			c.QueueFactor = x
+		case "penalty":
+			c.Penalty = F(x)
+		case "epsilon":
+			c.Epsilon = F(x)
+		case "epsilon-min":
+			c.EpsilonMin = F(x)
+		case "epsilon-decay":
+			c.EpsilonDecay = x
+		default:
+			return c, fmt.Errorf("scheduler option %q: unknown key (keys: %s)", k, optionNames)
+		}
+	}
+	return c, nil
+}
+
+// New builds a scheduler of preset p with the constants in qc. base carries
+// the number of rails, the segment size and the random source, as for
+// sched.New.
+func New(p Preset, base sched.Config, qc Config) (sched.Scheduler, error) {
+	if base.Rails < 1 {
+		return nil, fmt.Errorf("%w: Rails = %d, need >= 1", ErrConfig, base.Rails)
+	}
+	prm, err := qc.resolve(p)
+	if err != nil {
+		return nil, err
+	}
+	if base.SegmentSize <= 0 {
+		base.SegmentSize = 64 << 10
+	}
+	if base.Rand == nil {
+		base.Rand = rand.New(rand.NewPCG(base.Seed, base.Seed^0x9e3779b97f4a7c15))
+	}
+	switch p {
+	case Patent:
+		return newPatent(base, prm), nil
+	case Improved:
+		return newImproved(base, prm), nil
+	}
+	return nil, fmt.Errorf("%w: unknown preset %d", ErrConfig, int(p))
+}
+
+// Factory returns a sched.Factory building preset p with the constants in
+// qc, for callers that configure the transport with custom constants.
+func Factory(p Preset, qc Config) sched.Factory {
+	return func(base sched.Config) (sched.Scheduler, error) { return New(p, base, qc) }
+}
+
+func init() {
+	sched.Register(NamePatent, func(cfg sched.Config) (sched.Scheduler, error) {
+		return New(Patent, cfg, Config{})
+	})
+	sched.Register(Name, func(cfg sched.Config) (sched.Scheduler, error) {
+		return New(Improved, cfg, Config{})
+	})
+}

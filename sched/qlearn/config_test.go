@@ -1,0 +1,119 @@
+package qlearn
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/multirail/multirail/sched"
+)
+
+func TestConfigValidate(t *testing.T) {
+	cases := []struct {
+		name   string
+		preset Preset
+		cfg    Config
+		want   string // substring of the error; "" = valid
+	}{
+		{"patent defaults", Patent, Config{}, ""},
+		{"improved defaults", Improved, Config{}, ""},
+		{"patent k=8", Patent, Config{K: 8}, ""},
+		{"patent k=32", Patent, Config{K: 32}, ""},
+		{"patent k=7", Patent, Config{K: 7}, "K = 7, need 8..32"},
+		{"patent k=33", Patent, Config{K: 33}, "K = 33, need 8..32"},
+		{"improved k=2", Improved, Config{K: 2}, ""},
+		{"improved k=1", Improved, Config{K: 1}, "K = 1, need 2..64"},
+		{"negative k", Patent, Config{K: -3}, "K = -3"},
+		{"beta 1", Patent, Config{Beta: F(1)}, ""},
+		{"beta > 1", Patent, Config{Beta: F(1.5)}, "Beta = 1.5, need 0..1"},
+		{"beta < 0", Improved, Config{Beta: F(-0.1)}, "Beta = -0.1, need 0..1"},
+		{"gamma 0", Patent, Config{Gamma: F(0)}, ""},
+		{"gamma 1", Patent, Config{Gamma: F(1)}, ""},
+		{"gamma > 1", Patent, Config{Gamma: F(1.01)}, "Gamma = 1.01, need 0..1"},
+		{"gamma < 0", Improved, Config{Gamma: F(-1)}, "Gamma = -1, need 0..1"},
+		{"queue factor", Patent, Config{QueueFactor: -1}, "QueueFactor = -1"},
+		{"queue factor big", Patent, Config{QueueFactor: 65}, "QueueFactor = 65"},
+		{"penalty", Patent, Config{Penalty: F(-1)}, "Penalty = -1, need 0..64"},
+		{"epsilon", Improved, Config{Epsilon: F(2)}, "Epsilon = 2, need 0..1"},
+		{"epsilon min above epsilon", Improved, Config{Epsilon: F(0.05), EpsilonMin: F(0.1)}, "EpsilonMin = 0.1, need 0..Epsilon (0.05)"},
+		{"no exploration", Improved, Config{Epsilon: F(0), EpsilonMin: F(0)}, ""},
+		{"epsilon decay", Improved, Config{EpsilonDecay: 0.5}, "EpsilonDecay = 0.5, need 1..1e9"},
+		{"history", Improved, Config{History: 70000}, "History = 70000, need 1..65536"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := New(c.preset, sched.Config{Rails: 3}, c.cfg)
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("New: %v, want no error", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("New: %v, want an error containing %q", err, c.want)
+			}
+			if !errors.Is(err, sched.ErrConfig) || !errors.Is(err, ErrConfig) {
+				t.Errorf("error %v does not wrap sched.ErrConfig and qlearn.ErrConfig", err)
+			}
+			if !strings.Contains(err.Error(), c.preset.String()) {
+				t.Errorf("error %q does not name the preset %s", err, c.preset)
+			}
+		})
+	}
+}
+
+func TestNewNeedsRails(t *testing.T) {
+	if _, err := New(Improved, sched.Config{}, Config{}); !errors.Is(err, sched.ErrConfig) {
+		t.Fatalf("New with 0 rails: %v, want ErrConfig", err)
+	}
+}
+
+func TestRegistered(t *testing.T) {
+	for _, name := range []string{Name, NamePatent} {
+		s, err := sched.New(name, sched.Config{Rails: 4})
+		if err != nil {
+			t.Fatalf("sched.New(%q): %v", name, err)
+		}
+		if s.Name() != name {
+			t.Errorf("Name() = %q, want %q", s.Name(), name)
+		}
+		if _, ok := s.(sched.Explainer); !ok {
+			t.Errorf("%s does not implement sched.Explainer", name)
+		}
+	}
+}
+
+func TestParseOptions(t *testing.T) {
+	c, err := ParseOptions(" k=12, beta=0.3,gamma=0, queue-factor=2, penalty=3, random-ties=true, epsilon=0.2, epsilon-min=0, epsilon-decay=500, history=64 ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.K != 12 || *c.Beta != 0.3 || c.Gamma == nil || *c.Gamma != 0 || c.QueueFactor != 2 ||
+		*c.Penalty != 3 || !c.RandomTies || *c.Epsilon != 0.2 || *c.EpsilonMin != 0 ||
+		c.EpsilonDecay != 500 || c.History != 64 {
+		t.Fatalf("ParseOptions = %+v", c)
+	}
+	if c, err := ParseOptions(""); err != nil || c.K != 0 || c.Gamma != nil {
+		t.Fatalf("ParseOptions(\"\") = %+v, %v; want zero Config", c, err)
+	}
+	for _, bad := range []struct{ in, want string }{
+		{"k", `"k": want key=value`},
+		{"k=x", `k="x": want an integer`},
+		{"beta=fast", `beta="fast": want a number`},
+		{"gamma=NaN", `gamma="NaN": want a number`},
+		{"random-ties=perhaps", `want true or false`},
+		{"alpha=1", `"alpha": unknown key`},
+	} {
+		if _, err := ParseOptions(bad.in); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("ParseOptions(%q) = %v, want error containing %q", bad.in, err, bad.want)
+		}
+	}
+	// Syntax is fine, the range is checked by New.
+	c, err = ParseOptions("k=40")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Patent, sched.Config{Rails: 2}, c); err == nil || !strings.Contains(err.Error(), "K = 40, need 8..32") {
+		t.Fatalf("New with k=40: %v", err)
+	}
+}

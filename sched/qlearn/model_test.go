@@ -1,0 +1,328 @@
+package qlearn
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/multirail/multirail/sched"
+	"pgregory.net/rapid"
+)
+
+// refPatent is a deliberately plain transcription of the patent preset as
+// docs/scheduler.md states it, with maps instead of flat arrays, for
+// comparison with the implementation.
+type refPatent struct {
+	m, k             int
+	beta, gamma, pen float64
+	segBits          float64
+	q                map[[5]int]float64 // {i, j, ki, kj, a}
+	wait             []float64
+	prevS            []int
+	prevA            int
+	r                float64
+	started          bool
+}
+
+func (p *refPatent) pick(rails []sched.RailState, first int) (int, []float64) {
+	if !p.started {
+		p.started = true
+		p.prevS = make([]int, p.m)
+		p.prevA = first
+		p.r = 1/(p.wait[first]+1) - p.pen/float64(p.k)
+		return first, nil
+	}
+	qmax := 0
+	for _, r := range rails {
+		qmax = max(qmax, r.QueueCap)
+	}
+	qi := math.Ceil(float64(max(qmax, 1)) / float64(p.k))
+	s := make([]int, p.m)
+	for i := range s {
+		s[i] = int(math.Min(float64(p.k-1), math.Floor((float64(rails[i].Queued)+p.wait[i])/(2*qi))))
+	}
+	tot := make([]float64, p.m)
+	for a := 0; a < p.m; a++ {
+		for i := 0; i < p.m; i++ {
+			for j := i + 1; j < p.m; j++ {
+				tot[a] += p.q[[5]int{i, j, s[i], s[j], a}]
+			}
+		}
+	}
+	a := -1
+	for i := 0; i < p.m; i++ {
+		if rails[i].Up && (a < 0 || tot[i] > tot[a]) {
+			a = i
+		}
+	}
+	for i := 0; i < p.m; i++ {
+		for j := i + 1; j < p.m; j++ {
+			old := [5]int{i, j, p.prevS[i], p.prevS[j], p.prevA}
+			nxt := [5]int{i, j, s[i], s[j], a}
+			p.q[old] = (1-p.beta)*p.q[old] + p.beta*(p.r+p.gamma*p.q[nxt])
+		}
+	}
+	p.r = 1/(p.wait[a]+1) - p.pen/float64(p.k)
+	p.prevS, p.prevA = s, a
+	return a, tot
+}
+
+func (p *refPatent) departed(rail int, waited int64, rails []sched.RailState) {
+	bw := rails[rail].NominalBps
+	if bw <= 0 {
+		bw = rails[rail].RateBps
+	}
+	if bw <= 0 {
+		p.wait[rail] = 0
+		return
+	}
+	p.wait[rail] = float64(waited) / (p.segBits / bw * 1e9)
+}
+
+// genRails draws a state for m rails, at least one of them up.
+func genRails(t *rapid.T, m, qcap int, label string) []sched.RailState {
+	rails := make([]sched.RailState, m)
+	anyUp := false
+	for i := range rails {
+		rails[i] = sched.RailState{
+			Up:       rapid.Float64Range(0, 1).Draw(t, label+"up") < 0.9,
+			Queued:   rapid.IntRange(0, qcap).Draw(t, label+"queued"),
+			QueueCap: qcap,
+			RateBps:  float64(rapid.IntRange(0, 4).Draw(t, label+"rate")) * 5e7,
+		}
+		if rapid.Bool().Draw(t, label+"nominal") {
+			rails[i].NominalBps = float64(i+1) * 1e8
+		}
+		anyUp = anyUp || rails[i].Up
+	}
+	if !anyUp {
+		rails[0].Up = true
+	}
+	return rails
+}
+
+// TestPatentMatchesReference drives the patent preset and the reference
+// transcription with the same random rail states and departures, and
+// checks that they take the same actions with the same Q totals.
+func TestPatentMatchesReference(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := rapid.IntRange(1, 5).Draw(t, "m")
+		k := rapid.IntRange(8, 32).Draw(t, "k")
+		qcap := rapid.IntRange(1, 40).Draw(t, "qcap")
+		beta := rapid.Float64Range(0, 1).Draw(t, "beta")
+		gamma := rapid.Float64Range(0, 1).Draw(t, "gamma")
+		seed := rapid.Uint64().Draw(t, "seed")
+		seg := 64 << 10
+		s, err := New(Patent, sched.Config{Rails: m, SegmentSize: seg, Seed: seed},
+			Config{K: k, Beta: F(beta), Gamma: F(gamma)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := &refPatent{m: m, k: k, beta: beta, gamma: gamma, pen: 4, segBits: float64(seg) * 8,
+			q: map[[5]int]float64{}, wait: make([]float64, m)}
+		var x sched.Explanation
+		for step := range rapid.IntRange(1, 60).Draw(t, "steps") {
+			rails := genRails(t, m, qcap, "")
+			if rapid.Bool().Draw(t, "depart") {
+				r := rapid.IntRange(0, m-1).Draw(t, "rail")
+				w := rapid.Int64Range(0, 50e6).Draw(t, "waited")
+				s.Departed(int64(step), r, seg, w, rails)
+				ref.departed(r, w, rails)
+				continue
+			}
+			got := s.Pick(int64(step), seg, rails)
+			if got < 0 || got >= m || !rails[got].Up {
+				t.Fatalf("step %d: Pick = %d, not an up rail of %d", step, got, m)
+			}
+			want, tot := ref.pick(rails, got) // the first action is random: follow it
+			if got != want {
+				t.Fatalf("step %d: Pick = %d, reference %d (totals %v) rails %+v", step, got, want, tot, rails)
+			}
+			if tot != nil {
+				s.(sched.Explainer).Explain(&x)
+				for a := range tot {
+					if math.Abs(x.Values[a]-tot[a]) > 1e-9*math.Max(1, math.Abs(tot[a])) {
+						t.Fatalf("step %d: Q_total[%d] = %v, reference %v", step, a, x.Values[a], tot[a])
+					}
+				}
+			}
+		}
+	})
+}
+
+// refImproved transcribes the improved preset without exploration.
+type refImproved struct {
+	m, k    int
+	beta    float64
+	q       map[[2]int]float64 // {rail, level} -> delay
+	per     map[int]float64
+	pending [][]int
+}
+
+func (p *refImproved) level(r sched.RailState) int {
+	return max(0, min(p.k-1, r.Queued*p.k/r.QueueCap))
+}
+
+func (p *refImproved) value(i, l int) float64 {
+	if v, ok := p.q[[2]int{i, l}]; ok {
+		return v
+	}
+	if v, ok := p.per[i]; ok {
+		return v * float64(l+1)
+	}
+	return 0
+}
+
+func (p *refImproved) pick(rails []sched.RailState) int {
+	for i, r := range rails {
+		if !r.Up {
+			p.pending[i] = nil
+		} else if len(p.pending[i]) > r.Queued {
+			p.pending[i] = p.pending[i][len(p.pending[i])-r.Queued:]
+		}
+	}
+	best := -1
+	for i, r := range rails {
+		if r.Up && r.Queued < r.QueueCap && (best < 0 || p.value(i, p.level(r)) < p.value(best, p.level(rails[best]))) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		p.pending[best] = append(p.pending[best], p.level(rails[best]))
+	}
+	return best
+}
+
+func (p *refImproved) departed(rail, size int, waited int64, rails []sched.RailState) {
+	if len(p.pending[rail]) == 0 {
+		return
+	}
+	l := p.pending[rail][0]
+	p.pending[rail] = p.pending[rail][1:]
+	cost := float64(waited)
+	if rails[rail].RateBps > 0 {
+		cost += float64(size) * 8e9 / rails[rail].RateBps
+	}
+	key := [2]int{rail, l}
+	if old, ok := p.q[key]; ok {
+		p.q[key] = old + p.beta*(cost-old)
+	} else {
+		p.q[key] = cost
+	}
+	if old, ok := p.per[rail]; ok {
+		p.per[rail] = old + p.beta*(cost/float64(l+1)-old)
+	} else {
+		p.per[rail] = cost / float64(l+1)
+	}
+}
+
+func TestImprovedMatchesReference(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := rapid.IntRange(1, 5).Draw(t, "m")
+		k := rapid.IntRange(2, 64).Draw(t, "k")
+		qcap := rapid.IntRange(1, 40).Draw(t, "qcap")
+		beta := rapid.Float64Range(0, 1).Draw(t, "beta")
+		s, err := New(Improved, sched.Config{Rails: m}, Config{K: k, Beta: F(beta), Epsilon: F(0), EpsilonMin: F(0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := &refImproved{m: m, k: k, beta: beta, q: map[[2]int]float64{}, per: map[int]float64{},
+			pending: make([][]int, m)}
+		for step := range rapid.IntRange(1, 80).Draw(t, "steps") {
+			rails := genRails(t, m, qcap, "")
+			if rapid.Bool().Draw(t, "depart") {
+				r := rapid.IntRange(0, m-1).Draw(t, "rail")
+				w := rapid.Int64Range(0, 50e6).Draw(t, "waited")
+				size := rapid.IntRange(1, 1<<20).Draw(t, "size")
+				s.Departed(int64(step), r, size, w, rails)
+				ref.departed(r, size, w, rails)
+				continue
+			}
+			got, want := s.Pick(int64(step), 1000, rails), ref.pick(rails)
+			if got != want {
+				t.Fatalf("step %d: Pick = %d, reference %d", step, got, want)
+			}
+		}
+	})
+}
+
+// TestNeverABadRail checks the safety rules for both presets under random
+// states with exploration on: never a rail that is not up, -1 only when
+// no rail is up (patent) or usable (improved), and the improved preset
+// never a full rail.
+func TestNeverABadRail(t *testing.T) {
+	for _, p := range []Preset{Patent, Improved} {
+		t.Run(p.String(), func(t *testing.T) {
+			rapid.Check(t, func(t *rapid.T) {
+				m := rapid.IntRange(1, 8).Draw(t, "m")
+				s, err := New(p, sched.Config{Rails: m, Seed: rapid.Uint64().Draw(t, "seed")},
+					Config{Epsilon: F(rapid.Float64Range(0, 1).Draw(t, "eps")), EpsilonMin: F(0)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for step := range rapid.IntRange(1, 50).Draw(t, "steps") {
+					rails := genRails(t, m, 4, "")
+					if rapid.Bool().Draw(t, "down") {
+						rails[rapid.IntRange(0, m-1).Draw(t, "which")].Up = false
+					}
+					anyUp, anyUsable := false, false
+					for i := range rails {
+						anyUp = anyUp || rails[i].Up
+						anyUsable = anyUsable || rails[i].Usable()
+					}
+					got := s.Pick(int64(step), 100, rails)
+					switch {
+					case got == -1:
+						if (p == Patent && anyUp) || (p == Improved && anyUsable) {
+							t.Fatalf("Pick = -1 with a rail available: %+v", rails)
+						}
+					case got < 0 || got >= m || !rails[got].Up:
+						t.Fatalf("Pick = %d: not an up rail: %+v", got, rails)
+					case p == Improved && rails[got].Full():
+						t.Fatalf("improved picked full rail %d: %+v", got, rails)
+					default:
+						s.Departed(int64(step), got, 100, rapid.Int64Range(0, 1e6).Draw(t, "w"), rails)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestExplorationDecays checks that the improved preset explores about as
+// often as its schedule says: with Epsilon 1 and no decay floor every
+// decision among 2 equal rails is random, and after many decisions with a
+// floor of 0 exploration nearly stops.
+func TestExplorationDecays(t *testing.T) {
+	s, err := New(Improved, sched.Config{Rails: 2, Rand: rand.New(rand.NewPCG(1, 2))},
+		Config{Epsilon: F(1), EpsilonMin: F(0), EpsilonDecay: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rails := []sched.RailState{{Up: true, QueueCap: 8}, {Up: true, QueueCap: 8}}
+	// Rail 1 is known to be slow, so the greedy choice is rail 0.
+	counts := func(n int) (ones int) {
+		for range n {
+			a := s.Pick(0, 100, rails)
+			s.Departed(0, a, 100, int64(1+a*1000), rails)
+			if a == 1 {
+				ones++
+			}
+		}
+		return ones
+	}
+	early := counts(100)  // eps from 1 down to 0.5: about 37 % random picks of rail 1
+	counts(9800)          // eps falls to 0.01
+	late := counts(10000) // eps about 0.005: about 0.25 % of picks
+	if early < 15 || early > 60 {
+		t.Errorf("first 100 decisions: rail 1 picked %d times, want about 37", early)
+	}
+	if late > 100 {
+		t.Errorf("decisions 9900-19900: rail 1 picked %d times, want about 25", late)
+	}
+	var x sched.Explanation
+	s.(sched.Explainer).Explain(&x)
+	if x.Decisions != 19900 || x.Explorations == 0 {
+		t.Errorf("Explain: Decisions %d Explorations %d", x.Decisions, x.Explorations)
+	}
+}

@@ -1,0 +1,4 @@
+package multirail
+
+// The learning schedulers register themselves in the sched registry.
+import _ "github.com/multirail/multirail/sched/qlearn"
