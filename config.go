@@ -31,6 +31,10 @@ const (
 	AckDelay = time.Millisecond
 	// MaxRails is the largest number of rails in one connection.
 	MaxRails = 64
+	// MinDispatchInterval and MaxDispatchInterval bound a non-zero
+	// Config.DispatchInterval (the patent's timer range).
+	MinDispatchInterval = 10 * time.Millisecond
+	MaxDispatchInterval = time.Second
 )
 
 // TokenEnv is the environment variable read when Config.Token is empty.
@@ -103,6 +107,18 @@ type Config struct {
 	// MaxHandshakes bounds the handshakes a Listener runs at once; more
 	// connections are closed at once. 0 means 128.
 	MaxHandshakes int
+	// DispatchInterval selects how segments leave the rails' send queues.
+	// 0 (the default) means continuously: each rail's writer takes
+	// segments as soon as they are queued. A value in
+	// MinDispatchInterval..MaxDispatchInterval (10ms..1s) means on a timer,
+	// as in CN101833479A: every DispatchInterval, all segments queued at
+	// that tick are released to the rails' writers, and no segment leaves
+	// a queue between ticks (not even a small eager message, which
+	// otherwise goes out from Send itself). Control frames
+	// (acknowledgements, credit, pings, GOAWAY) are never delayed, and
+	// Close releases everything still queued at once. It applies to this
+	// side's sends only.
+	DispatchInterval time.Duration
 	// Logger receives the library's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -172,6 +188,9 @@ func (c Config) validate(dialing bool) (config, error) {
 	}
 	if c.IdleTimeout < 30*time.Millisecond {
 		return config{}, cfgErr("IdleTimeout", c.IdleTimeout, ">= 30ms")
+	}
+	if c.DispatchInterval != 0 && (c.DispatchInterval < MinDispatchInterval || c.DispatchInterval > MaxDispatchInterval) {
+		return config{}, cfgErr("DispatchInterval", c.DispatchInterval, fmt.Sprintf("0 (continuous) or %v..%v", MinDispatchInterval, MaxDispatchInterval))
 	}
 	if c.MaxHandshakes == 0 {
 		c.MaxHandshakes = DefaultMaxHandshakes

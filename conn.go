@@ -125,6 +125,7 @@ type rail struct {
 	peerDone    bool // the peer sent GOAWAY on this rail
 	queue       fifo
 	queuedBytes int64
+	release     int // queued segments the dispatch timer let go, not yet taken (DispatchInterval > 0)
 	unacked     fifo
 	acked       uint64 // DATA frames the peer acknowledged on this rail
 	lastWait    int64
@@ -176,6 +177,11 @@ type Conn struct {
 	usedCredit    uint64
 	peerWindow    uint64
 	sentMsgs      uint64
+	ticks         uint64               // dispatch timer ticks so far
+	explainer     sched.Explainer      // c.sch, if it explains itself
+	explain       sched.Explanation    // reused by Stats
+	recent        [RecentChoices]uint8 // ring of the last rail choices, indexed by picks % RecentChoices
+	picks         uint64               // rail choices made by the scheduler so far
 	recvMsgs      atomic.Uint64
 	goingAway     atomic.Uint32 // GOAWAY code + 1 once Close started
 	recvWants     atomic.Int32  // Recvs that may read the rail themselves
@@ -249,12 +255,86 @@ func newConn(cfg config, session [16]byte, rails []railInit, peer peerParams, sc
 		r.ackTimer.Stop()
 		c.rails = append(c.rails, r)
 	}
+	if ex, ok := sch.(sched.Explainer); ok {
+		c.explainer = ex
+	}
 	for _, r := range c.rails {
 		c.wg.Add(2)
 		go c.writer(r)
 		go c.reader(r)
 	}
+	if cfg.DispatchInterval > 0 {
+		tick, stop := dispatchTicker(cfg.DispatchInterval)
+		c.wg.Add(1)
+		go c.dispatcher(tick, stop)
+	}
 	return c, nil
+}
+
+// dispatchTicker starts the dispatch timer and returns its channel and a
+// function that stops it. Tests replace it to tick by hand.
+var dispatchTicker = func(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
+
+// dispatcher is the dispatch timer of Config.DispatchInterval: at every
+// tick it releases everything queued on each rail to the rail's writer,
+// which takes nothing else from its queue (see writeBatch). Segments queued
+// after the tick wait for the next one.
+func (c *Conn) dispatcher(tick <-chan time.Time, stop func()) {
+	defer c.wg.Done()
+	defer stop()
+	for {
+		select {
+		case <-tick:
+		case <-c.closed:
+			return
+		}
+		var due uint64 // rails with something released; MaxRails <= 64
+		c.mu.Lock()
+		c.ticks++
+		for i, r := range c.rails {
+			r.release = r.queue.len()
+			if r.release > 0 {
+				due |= 1 << i
+			}
+		}
+		c.mu.Unlock()
+		for i, r := range c.rails {
+			if due&(1<<i) != 0 {
+				r.signal()
+			}
+		}
+	}
+}
+
+// dispatched reports whether segments leave the queues on the dispatch
+// timer rather than continuously.
+func (c *Conn) dispatched() bool { return c.cfg.DispatchInterval > 0 }
+
+// sendableLocked is how many of r's queued segments its writer may take
+// now: all of them, or on the dispatch timer those released at the last
+// tick. Caller holds c.mu.
+func (c *Conn) sendableLocked(r *rail) int {
+	if c.dispatched() {
+		return min(r.release, r.queue.len())
+	}
+	return r.queue.len()
+}
+
+// pickLocked asks the scheduler for a rail for a segment of size bytes and
+// records the choice in c.recent. It returns -1 when the scheduler
+// declined or returned a rail that cannot be used. Caller holds c.mu.
+func (c *Conn) pickLocked(size int) int {
+	c.fillStates()
+	i := c.sch.Pick(c.now(), size, c.states)
+	if i < 0 || i >= len(c.rails) || !c.rails[i].up {
+		return -1 // a scheduler bug must not wedge the connection
+	}
+	c.recent[c.picks%RecentChoices] = uint8(i)
+	c.picks++
+	return i
 }
 
 func sessionID(s [16]byte) uint64 {
@@ -414,7 +494,9 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 		}
 	}
 	c.sentMsgs++
-	idle := n == 1 && last.queue.len() == 1
+	// On the dispatch timer the segments wait for the next tick.
+	continuous := !c.dispatched()
+	idle := continuous && n == 1 && last.queue.len() == 1
 	c.mu.Unlock()
 	if !eager {
 		<-c.enqueuing
@@ -424,7 +506,7 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 		// A one-segment message on an idle rail goes out from here,
 		// without a goroutine hop.
 		c.tryFlush(last, false)
-	} else if n == 1 {
+	} else if continuous && n == 1 {
 		last.signal()
 	}
 	if eager {
@@ -450,8 +532,9 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 // as the scheduler decided; when no rail is acceptable it waits for any
 // change and asks again.
 //
-// It returns the rail used. Unless inline, the rail's writer is signalled;
-// inline callers write the segment themselves (tryFlush).
+// It returns the rail used. Unless inline, the rail's writer is signalled
+// (on the dispatch timer it is not: the next tick does it); inline callers
+// write the segment themselves (tryFlush).
 func (c *Conn) enqueueLocked(s *segment, inline bool) (*rail, error) {
 	size := len(s.payload) + wire.DataHeaderSize
 	chosen := -1
@@ -463,16 +546,12 @@ func (c *Conn) enqueueLocked(s *segment, inline bool) (*rail, error) {
 			return nil, c.closedErr()
 		}
 		if chosen < 0 || !c.rails[chosen].up {
-			c.fillStates()
-			chosen = c.sch.Pick(c.now(), size, c.states)
-			if chosen >= len(c.rails) || (chosen >= 0 && !c.rails[chosen].up) {
-				chosen = -1 // a scheduler bug must not wedge the connection
-			}
+			chosen = c.pickLocked(size)
 		}
 		if chosen >= 0 && c.rails[chosen].queue.len() < c.cfg.QueueDepth {
 			r := c.rails[chosen]
 			c.push(r, s)
-			if !inline {
+			if !inline && !c.dispatched() {
 				r.signal()
 			}
 			return r, nil
@@ -756,6 +835,7 @@ func (c *Conn) shutdown(err error, goAway bool) {
 			r.queue.drain()
 			r.unacked.drain()
 			r.queuedBytes = 0
+			r.release = 0
 		}
 		c.broadcast()
 		c.mu.Unlock()
@@ -814,6 +894,7 @@ func (c *Conn) railDown(r *rail, err error) {
 	segs := r.unacked.drain()
 	segs = append(segs, r.queue.drain()...)
 	r.queuedBytes = 0
+	r.release = 0
 	if c.peerGoneLocked() && c.anyPeerDone() {
 		c.mu.Unlock()
 		c.peerClosed() // the other rails had said goodbye already
@@ -827,13 +908,14 @@ func (c *Conn) railDown(r *rail, err error) {
 	}
 	c.log.Warn("rail down; resending its segments on the others", "rail", r.name, "err", err, "segments", len(segs))
 	for _, s := range segs {
-		c.fillStates()
-		i := c.sch.Pick(c.now(), len(s.payload)+wire.DataHeaderSize, c.states)
-		if i < 0 || !c.rails[i].up {
+		i := c.pickLocked(len(s.payload) + wire.DataHeaderSize)
+		if i < 0 {
 			i = c.firstUp()
 		}
 		c.push(c.rails[i], s) // may exceed QueueDepth: resends are not held back
-		c.rails[i].signal()
+		if !c.dispatched() {
+			c.rails[i].signal() // on the dispatch timer the next tick does it
+		}
 	}
 	c.broadcast()
 	c.mu.Unlock()
@@ -926,9 +1008,10 @@ type wstate struct {
 }
 
 // writeBatch writes pending control frames (ACK with credit, PING) and,
-// unless ctlOnly, up to maxBatch bytes of r's queue, in one writev. It
-// returns the number of frames written (0: nothing was pending). The caller
-// holds r.wmu.
+// unless ctlOnly, up to maxBatch bytes of r's queue, in one writev. On the
+// dispatch timer it takes only segments released by a tick (all of them
+// once Close is draining). It returns the number of frames written (0:
+// nothing was pending). The caller holds r.wmu.
 func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 	w := &r.w
 	if code := c.goingAway.Load(); code != 0 && !w.draining {
@@ -944,7 +1027,11 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 		}
 		now := c.now()
 		maxBatch := max(r.notSent/2, c.cfg.SegmentSize)
-		for r.queue.len() > 0 && (n == 0 || n+len(r.queue.s[r.queue.head].payload) <= maxBatch) {
+		limit := r.queue.len()
+		if c.dispatched() && !w.draining {
+			limit = r.release
+		}
+		for len(w.batch) < limit && r.queue.len() > 0 && (n == 0 || n+len(r.queue.s[r.queue.head].payload) <= maxBatch) {
 			s := r.queue.pop()
 			sz := len(s.payload) + wire.DataHeaderSize
 			r.queuedBytes -= int64(sz)
@@ -960,6 +1047,7 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 			}
 			c.broadcast()
 		}
+		r.release -= min(r.release, len(w.batch))
 		if r.queue.len() == 0 {
 			r.busySince = 0
 		}
@@ -1058,7 +1146,7 @@ func (c *Conn) tryFlush(r *rail, ctlOnly bool) {
 	_, err := c.writeBatch(r, ctlOnly)
 	pending := r.received.Load() != r.w.ackSent
 	c.mu.Lock()
-	pending = pending || r.queue.len() > 0
+	pending = pending || c.sendableLocked(r) > 0
 	c.mu.Unlock()
 	r.wmu.Unlock()
 	if err != nil && !errors.Is(err, errGoingAway) {
@@ -1466,6 +1554,10 @@ func (c *Conn) ack(r *rail, a wire.Ack) error {
 	return nil
 }
 
+// RecentChoices is how many of the scheduler's latest rail choices
+// Stats reports (SchedulerStats.Recent).
+const RecentChoices = 64
+
 // RailStats is one rail's telemetry.
 type RailStats struct {
 	Name string
@@ -1490,12 +1582,48 @@ type RailStats struct {
 	RateBps float64
 	// Errors counts failures seen on the rail.
 	Errors uint64
+	// Level is the scheduler's current state level for the rail (k_i in
+	// 0..k-1 for the Q-learning schedulers) and Value the scheduler's value
+	// of sending the next segment there (higher is preferred; the unit
+	// depends on the scheduler), both from sched.Explainer. A scheduler
+	// that does not implement sched.Explainer has no such state: Level is
+	// then -1 and Value 0 (see SchedulerStats.Explains).
+	Level int
+	Value float64
+	// RecentShare is the rail's share, 0..1, of the rail choices in
+	// SchedulerStats.Recent; 0 before the first choice.
+	RecentShare float64
+}
+
+// SchedulerStats describes the scheduler of this side's sends and what it
+// decided lately.
+type SchedulerStats struct {
+	// Name is the scheduler's registry name (Config.Scheduler).
+	Name string
+	// Explains reports whether the scheduler implements sched.Explainer,
+	// that is whether RailStats.Level and Value are meaningful.
+	Explains bool
+	// Decisions counts the scheduler's decisions: its own count when it
+	// implements sched.Explainer, otherwise the rail choices the
+	// transport recorded (one per segment queued, plus one per segment
+	// moved off a failed rail). Explorations counts the decisions that
+	// deliberately did not take the best-valued rail; it is 0 for
+	// schedulers that do not implement sched.Explainer.
+	Decisions, Explorations uint64
+	// Recent is the last RecentChoices (64) rails chosen by the
+	// scheduler, oldest first (fewer before that many choices were made).
+	// The transport records them itself, so they are there for every
+	// scheduler.
+	Recent []int
 }
 
 // Stats is a snapshot of a connection's telemetry.
 type Stats struct {
-	Scheduler        string
-	Rails            []RailStats
+	// Scheduler is the scheduler of this side's sends.
+	Scheduler SchedulerStats
+	// Rails has one entry per rail, in Config.Rails order.
+	Rails []RailStats
+	// MessagesSent and MessagesReceived count whole messages.
 	MessagesSent     uint64
 	MessagesReceived uint64
 	// ReassemblyBytes is the message bytes held for the application now.
@@ -1503,27 +1631,61 @@ type Stats struct {
 	// CreditAvailable is how many bytes of message cost the peer currently
 	// lets this side start.
 	CreditAvailable uint64
+	// DispatchTicks counts the dispatch timer's ticks so far; 0 when
+	// Config.DispatchInterval is 0 (continuous dispatch).
+	DispatchTicks uint64
 }
 
-// Stats returns a snapshot of the connection's telemetry.
+// Stats returns a snapshot of the connection's telemetry. With a scheduler
+// that implements sched.Explainer it calls Explain, under the lock that
+// serialises the scheduler's calls.
 func (c *Conn) Stats() Stats {
 	var st Stats
 	c.mu.Lock()
-	st.Scheduler = c.sch.Name()
+	st.Scheduler.Name = c.sch.Name()
 	st.MessagesSent = c.sentMsgs
 	st.MessagesReceived = c.recvMsgs.Load()
 	st.CreditAvailable = c.peerCredit - c.usedCredit
-	for _, r := range c.rails {
+	st.DispatchTicks = c.ticks
+	x := &c.explain
+	if c.explainer != nil {
+		c.explainer.Explain(x)
+		st.Scheduler.Explains = true
+		st.Scheduler.Decisions, st.Scheduler.Explorations = x.Decisions, x.Explorations
+	} else {
+		st.Scheduler.Decisions = c.picks
+	}
+	n := min(c.picks, RecentChoices)
+	st.Scheduler.Recent = make([]int, 0, n)
+	counts := make([]int, len(c.rails))
+	for p := c.picks - n; p < c.picks; p++ {
+		i := int(c.recent[p%RecentChoices])
+		st.Scheduler.Recent = append(st.Scheduler.Recent, i)
+		counts[i]++
+	}
+	for i, r := range c.rails {
 		rs := RailStats{
 			Name: r.name, Up: r.up,
 			BytesSent: r.bytesOut.Load(), SegmentsSent: r.segsOut.Load(),
 			BytesReceived: r.bytesIn.Load(), SegmentsReceived: r.segsIn.Load(),
 			Queued: r.queue.len(), QueuedBytes: r.queuedBytes, InFlight: r.unacked.len(),
 			LastWait: time.Duration(r.lastWait), RateBps: r.rate, Errors: r.errs.Load(),
+			Level: -1,
 		}
 		if r.rate > 0 {
 			segTime := float64(c.cfg.SegmentSize) * 8 / r.rate * 1e9
 			rs.LastWaitSegments = float64(r.lastWait) / segTime
+		}
+		if c.explainer != nil {
+			if i < len(x.Levels) {
+				rs.Level = x.Levels[i]
+			}
+			if i < len(x.Values) {
+				rs.Value = x.Values[i]
+			}
+		}
+		if n > 0 {
+			rs.RecentShare = float64(counts[i]) / float64(n)
 		}
 		st.Rails = append(st.Rails, rs)
 	}

@@ -52,10 +52,19 @@
 // caller that is done with Message.Data may hand it back with Conn.Release,
 // so later receives reuse it instead of allocating; releasing is optional.
 //
-// Conn.Stats returns a snapshot of the connection's telemetry: the
-// scheduler's name, and per rail the bytes and segments sent and received,
-// the send-queue length, the segments in flight (written, not yet
-// acknowledged), the last queueing delay and a drain-rate estimate.
+// By default each rail's writer takes segments from its queue as soon as
+// they are queued. With Config.DispatchInterval set (10ms..1s) the queues
+// are drained on a timer instead, as in the patent the scheduler follows:
+// at every tick everything queued is released, and nothing else leaves a
+// queue; control frames (acknowledgements, pings) are never delayed.
+//
+// Conn.Stats returns a snapshot of the connection's telemetry: per rail
+// the bytes and segments sent and received, the send-queue length, the
+// segments in flight (written, not yet acknowledged), the last queueing
+// delay and a drain-rate estimate; and the scheduler's name, its latest
+// rail choices (recorded by the transport for every scheduler) and, for a
+// scheduler that implements sched.Explainer, each rail's state level and
+// value and the counts of decisions and explorations.
 //
 // # What the caller must do
 //

@@ -112,7 +112,7 @@ func ExampleConn_Stats() {
 		c    *multirail.Conn
 	}{{"dialer", client}, {"listener", server}} {
 		st := side.c.Stats()
-		fmt.Printf("%s: scheduler %s, %d rails\n", side.name, st.Scheduler, len(st.Rails))
+		fmt.Printf("%s: scheduler %s, %d rails\n", side.name, st.Scheduler.Name, len(st.Rails))
 	}
 	for _, r := range client.Stats().Rails {
 		fmt.Printf("%s up=%v\n", r.Name, r.Up)

@@ -452,6 +452,9 @@ func TestConfigErrors(t *testing.T) {
 		{Config{Rails: []Rail{{Addr: ""}}}, "Rails[0].Addr"},
 		{Config{Rails: []Rail{{Addr: "x:1", Local: "nope"}}}, "Rails[0].Local"},
 		{Config{Scheduler: "weighted", Rails: []Rail{{Addr: "x:1"}}}, "Bandwidths"},
+		{Config{DispatchInterval: 5 * time.Millisecond}, "DispatchInterval = 5ms, allowed 0 (continuous) or 10ms..1s"},
+		{Config{DispatchInterval: 2 * time.Second}, "DispatchInterval = 2s"},
+		{Config{DispatchInterval: -time.Millisecond}, "DispatchInterval = -1ms"},
 	}
 	for _, c := range cases {
 		_, err := c.cfg.validate(true)

@@ -20,6 +20,7 @@ import (
 
 type benchFlags struct {
 	rails, sched, size, load, baseline, segment string
+	dispatch                                    string
 	duration                                    time.Duration
 	queue, window                               int
 	json, rtt, quiet                            bool
@@ -34,6 +35,36 @@ type benchPlan struct {
 	loads    []emu.Load
 	segment  int
 	baseline bool
+	// dispatch lists the dispatch intervals to run each scheduler with
+	// (0: continuous).
+	dispatch []time.Duration
+}
+
+// parseDispatch checks one dispatch interval: 0 (continuous) or within
+// multirail's timer range.
+func parseDispatch(flag string, d time.Duration) error {
+	if d != 0 && (d < multirail.MinDispatchInterval || d > multirail.MaxDispatchInterval) {
+		return usagef("--%s %v is out of range: allowed 0 (continuous) or %v..%v", flag, d, multirail.MinDispatchInterval, multirail.MaxDispatchInterval)
+	}
+	return nil
+}
+
+// parseDispatchList parses --dispatch: comma-separated intervals, each 0
+// or 10ms..1s.
+func parseDispatchList(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		d, err := time.ParseDuration(f)
+		if err != nil {
+			return nil, usagef("--dispatch %q: want a duration such as 10ms, or 0 for continuous dispatch", f)
+		}
+		if err := parseDispatch("dispatch", d); err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }
 
 func (f *benchFlags) plan() (benchPlan, error) {
@@ -99,6 +130,9 @@ func (f *benchFlags) plan() (benchPlan, error) {
 	if f.window < 0 || f.window > 1024 {
 		return p, usagef("--window %d is out of range: allowed 1..1024 concurrent sends (0 = auto)", f.window)
 	}
+	if p.dispatch, err = parseDispatchList(f.dispatch); err != nil {
+		return p, err
+	}
 	switch f.baseline {
 	case "":
 	case "tcp":
@@ -139,7 +173,10 @@ rails and sends messages of --size bytes back to back for --duration.
 Rails: emu:RATE[/DELAY] is an emulated rail (loopback TCP shaped in user space,
 e.g. emu:200mbit/2ms); loop is an unshaped loopback TCP rail.
 --load RAIL:FRACTION@T takes FRACTION of rail RAIL's capacity away from T on
-(emulated background load), e.g. 0:0.5@4s.`,
+(emulated background load), e.g. 0:0.5@4s.
+--dispatch D drains the rails' send queues on a timer every D (10ms..1s, the
+patent's timer dispatch) instead of continuously (0); a comma-separated list
+runs every scheduler once per interval, e.g. --dispatch 0,10ms,100ms.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p, err := f.plan()
@@ -159,6 +196,7 @@ e.g. emu:200mbit/2ms); loop is an unshaped loopback TCP rail.
 	fl.StringVar(&f.segment, "segment", "", "segment size (default 64KiB)")
 	fl.IntVar(&f.queue, "queue", 0, "per-rail send-queue depth in segments (default 16)")
 	fl.IntVar(&f.window, "window", 0, "concurrent sends in flight (0 = auto: 8 MiB worth, 4..256)")
+	fl.StringVar(&f.dispatch, "dispatch", "0", "send-queue dispatch: 0 = continuous, or a timer interval 10ms..1s; comma-separated to compare several")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object on stdout")
 	fl.BoolVar(&f.rtt, "rtt", false, "also measure the 1-byte round trip (implied by --baseline tcp)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr")
@@ -179,17 +217,20 @@ func runBench(ctx context.Context, g *globals, f *benchFlags, p benchPlan) error
 	defer stop()
 	var rep benchReport
 	for _, name := range p.scheds {
-		prog := newProgress(g.stderr, f.quiet, name, p.specs, p.duration)
-		r, err := bench.Run(ctx, bench.Options{
-			Rails: p.specs, Sched: name, Size: p.size, Duration: p.duration, Loads: p.loads,
-			SegmentSize: p.segment, QueueDepth: f.queue, Window: f.window, RTT: f.rtt || p.baseline,
-			Progress: prog.update, Logger: g.logger(),
-		})
-		prog.done()
-		if err != nil {
-			return fmt.Errorf("bench %s: %w", name, err)
+		for _, d := range p.dispatch {
+			label := runLabel(name, d.Seconds())
+			prog := newProgress(g.stderr, f.quiet, label, p.specs, p.duration)
+			r, err := bench.Run(ctx, bench.Options{
+				Rails: p.specs, Sched: name, Size: p.size, Duration: p.duration, Loads: p.loads,
+				SegmentSize: p.segment, QueueDepth: f.queue, Window: f.window, DispatchInterval: d,
+				RTT: f.rtt || p.baseline, Progress: prog.update, Logger: g.logger(),
+			})
+			prog.done()
+			if err != nil {
+				return fmt.Errorf("bench %s: %w", label, err)
+			}
+			rep.Results = append(rep.Results, r)
 		}
-		rep.Results = append(rep.Results, r)
 	}
 	if p.baseline {
 		b, err := bench.TCPBaseline(ctx, p.specs[0], p.size, p.duration)
@@ -240,7 +281,7 @@ func printBenchTable(w io.Writer, rep benchReport) {
 		if r.RTTP50 > 0 {
 			rtt = dur(r.RTTP50)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Sched, mbit(r.GoodputBps), capa, eff,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", runLabel(r.Sched, r.DispatchS), mbit(r.GoodputBps), capa, eff,
 			strings.Join(per, "/"), dur(r.LatencyP50), dur(r.LatencyP99), rtt)
 	}
 	if b := rep.Baseline; b != nil {
@@ -249,13 +290,22 @@ func printBenchTable(w io.Writer, rep benchReport) {
 	tw.Flush()
 	if b := rep.Baseline; b != nil && b.GoodputBps > 0 {
 		for _, r := range rep.Results {
-			fmt.Fprintf(w, "%s vs plain TCP: goodput %.2fx", r.Sched, r.GoodputBps/b.GoodputBps)
+			fmt.Fprintf(w, "%s vs plain TCP: goodput %.2fx", runLabel(r.Sched, r.DispatchS), r.GoodputBps/b.GoodputBps)
 			if r.RTTP50 > 0 && b.LatencyP50 > 0 {
 				fmt.Fprintf(w, ", 1-byte round trip %.2fx", r.RTTP50/b.LatencyP50)
 			}
 			fmt.Fprintln(w)
 		}
 	}
+}
+
+// runLabel names a run: the scheduler, and the dispatch interval when the
+// queues were drained on a timer.
+func runLabel(sched string, dispatchS float64) string {
+	if dispatchS == 0 {
+		return sched
+	}
+	return fmt.Sprintf("%s@%v", sched, time.Duration(dispatchS*1e9).Round(time.Millisecond))
 }
 
 func dur(s float64) string { return time.Duration(s * 1e9).Round(time.Microsecond / 10).String() }

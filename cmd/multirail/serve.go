@@ -33,9 +33,10 @@ type serveResult struct {
 
 func newServe(g *globals) *cobra.Command {
 	var (
-		listen  string
-		jsonOut bool
-		once    bool
+		listen   string
+		jsonOut  bool
+		once     bool
+		dispatch time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -48,9 +49,12 @@ the goodput and each rail's share. Set MULTIRAIL_TOKEN on both hosts.`,
 			if _, _, err := net.SplitHostPort(listen); err != nil {
 				return usagef("--listen %q: want HOST:PORT or :PORT", listen)
 			}
+			if err := parseDispatch("dispatch", dispatch); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
-			ln, err := multirail.Listen(listen, multirail.Config{Logger: g.logger()})
+			ln, err := multirail.Listen(listen, multirail.Config{DispatchInterval: dispatch, Logger: g.logger()})
 			if err != nil {
 				return err
 			}
@@ -101,6 +105,7 @@ the goodput and each rail's share. Set MULTIRAIL_TOKEN on both hosts.`,
 	cmd.Flags().StringVar(&listen, "listen", ":7000", "address to listen on")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print one JSON object per connection on stdout")
 	cmd.Flags().BoolVar(&once, "once", false, "exit after the first connection ends")
+	cmd.Flags().DurationVar(&dispatch, "dispatch", 0, "send-queue dispatch of this side's sends (acknowledgements only go out at once regardless): 0 = continuous, or a timer interval 10ms..1s")
 	return cmd
 }
 
@@ -146,7 +151,7 @@ func receiveAll(ctx context.Context, c *multirail.Conn) (serveResult, error) {
 func newSend(g *globals) *cobra.Command {
 	var (
 		rails, schedName, size string
-		duration               time.Duration
+		duration, dispatch     time.Duration
 		port, window           int
 		jsonOut                bool
 	)
@@ -193,6 +198,9 @@ receiver acknowledged the data. Set MULTIRAIL_TOKEN on both hosts.`,
 			if duration < 100*time.Millisecond || duration > 24*time.Hour {
 				return usagef("--duration %v is out of range: allowed 100ms..24h", duration)
 			}
+			if err := parseDispatch("dispatch", dispatch); err != nil {
+				return err
+			}
 			if window == 0 {
 				window = bench.AutoWindow(int(n))
 			}
@@ -201,12 +209,12 @@ receiver acknowledged the data. Set MULTIRAIL_TOKEN on both hosts.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
-			c, err := multirail.Dial(ctx, multirail.Config{Rails: mrails, Scheduler: schedName, Logger: g.logger()})
+			c, err := multirail.Dial(ctx, multirail.Config{Rails: mrails, Scheduler: schedName, DispatchInterval: dispatch, Logger: g.logger()})
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			r, err := sendFor(ctx, c, int(n), duration, window)
+			r, err := sendFor(ctx, c, int(n), duration, window, dispatch)
 			if err != nil {
 				return err
 			}
@@ -226,14 +234,16 @@ receiver acknowledged the data. Set MULTIRAIL_TOKEN on both hosts.`,
 	fl.DurationVar(&duration, "duration", 10*time.Second, "how long to send")
 	fl.IntVar(&port, "port", 7000, "remote port for rails that name none")
 	fl.IntVar(&window, "window", 0, "concurrent sends in flight (0 = auto: 8 MiB worth, 4..256)")
+	fl.DurationVar(&dispatch, "dispatch", 0, "send-queue dispatch: 0 = continuous, or a timer interval 10ms..1s")
 	fl.BoolVar(&jsonOut, "json", false, "print one JSON object on stdout")
 	return cmd
 }
 
 // sendFor sends size-byte messages for d with window Sends in flight and
-// measures goodput from the acknowledged bytes.
-func sendFor(ctx context.Context, c *multirail.Conn, size int, d time.Duration, window int) (bench.Result, error) {
-	r := bench.Result{Sched: c.Stats().Scheduler, Size: size}
+// measures goodput from the acknowledged bytes. dispatch is c's
+// Config.DispatchInterval, for the record.
+func sendFor(ctx context.Context, c *multirail.Conn, size int, d time.Duration, window int, dispatch time.Duration) (bench.Result, error) {
+	r := bench.Result{Sched: c.Stats().Scheduler.Name, Size: size, DispatchS: dispatch.Seconds()}
 	msg := make([]byte, size)
 	start := time.Now()
 	deadline := start.Add(d)
@@ -283,5 +293,6 @@ func sendFor(ctx context.Context, c *multirail.Conn, size int, d time.Duration, 
 		r.Rails = append(r.Rails, bench.RailResult{Name: rs.Name, GoodputBps: share * r.GoodputBps})
 	}
 	r.LatencyP50, r.LatencyP99 = bench.Percentile(lat, 0.5), bench.Percentile(lat, 0.99)
+	r.AddSchedulerStats(st)
 	return r, nil
 }

@@ -27,6 +27,9 @@ type Options struct {
 	// Window is the number of Sends kept in flight (each on its own tag);
 	// 0 means AutoWindow(Size).
 	Window int
+	// DispatchInterval is multirail.Config.DispatchInterval for both ends:
+	// 0 drains the rails' queues continuously, 10ms..1s on a timer.
+	DispatchInterval time.Duration
 	// RTT also measures the 1-byte round trip after the goodput run.
 	RTT bool
 	// Progress, when set, is called about every 100 ms with the elapsed
@@ -40,6 +43,15 @@ type RailResult struct {
 	Name        string  `json:"name"`
 	CapacityBps float64 `json:"capacity_bps"`
 	GoodputBps  float64 `json:"goodput_bps"`
+	// Level and Value are the sender's scheduler state for the rail at the
+	// end of the run (multirail.RailStats.Level and Value); nil, and left
+	// out of the JSON, when the scheduler does not explain itself.
+	Level *int     `json:"level,omitempty"`
+	Value *float64 `json:"value,omitempty"`
+	// RecentShare is the rail's share of the sender's last
+	// multirail.RecentChoices rail choices at the end of the run; nil
+	// (left out) where no sender's statistics are at hand.
+	RecentShare *float64 `json:"recent_share,omitempty"`
 }
 
 // Result is one scheduler's run, in the JSON shape of the CLI contract.
@@ -55,6 +67,38 @@ type Result struct {
 	LatencyP50  float64      `json:"latency_p50_s"`
 	LatencyP99  float64      `json:"latency_p99_s"`
 	RTTP50      float64      `json:"rtt_p50_s,omitempty"`
+	// DispatchS is the sender's dispatch timer interval in seconds; 0
+	// means continuous dispatch.
+	DispatchS float64 `json:"dispatch_s"`
+	// Decisions, Explorations and RecentChoices come from the sender's
+	// multirail.Stats.Scheduler at the end of the run: the scheduler's
+	// decisions, those that explored, and the last rails it chose
+	// (oldest first).
+	Decisions     uint64 `json:"decisions"`
+	Explorations  uint64 `json:"explorations"`
+	RecentChoices []int  `json:"recent_choices"`
+}
+
+// AddSchedulerStats copies what st says about the sender's scheduler into
+// r: Decisions, Explorations, RecentChoices, and per rail the state level
+// and value (when known) and the share of the recent choices. r.Rails must
+// have one entry per rail of st, in the same order.
+func (r *Result) AddSchedulerStats(st multirail.Stats) {
+	r.Decisions = st.Scheduler.Decisions
+	r.Explorations = st.Scheduler.Explorations
+	r.RecentChoices = append([]int{}, st.Scheduler.Recent...)
+	for i := range r.Rails {
+		if i >= len(st.Rails) {
+			break
+		}
+		rs := st.Rails[i]
+		share := rs.RecentShare
+		r.Rails[i].RecentShare = &share
+		if st.Scheduler.Explains && rs.Level >= 0 {
+			level, value := rs.Level, rs.Value
+			r.Rails[i].Level, r.Rails[i].Value = &level, &value
+		}
+	}
 }
 
 // Baseline is a plain TCP stream over the same kind of path.
@@ -135,7 +179,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	cfg := multirail.Config{Scheduler: o.Sched, SegmentSize: o.SegmentSize, QueueDepth: o.QueueDepth, Logger: o.Logger}
+	cfg := multirail.Config{Scheduler: o.Sched, SegmentSize: o.SegmentSize, QueueDepth: o.QueueDepth, DispatchInterval: o.DispatchInterval, Logger: o.Logger}
 	top, err := build(o, cfg)
 	if err != nil {
 		return Result{}, err
@@ -164,7 +208,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	defer srv.Close()
 	defer cli.Close()
 
-	res := Result{Sched: cli.Stats().Scheduler, Size: o.Size}
+	res := Result{Sched: cli.Stats().Scheduler.Name, Size: o.Size, DispatchS: o.DispatchInterval.Seconds()}
 	start := time.Now()
 	for _, l := range top.links {
 		if l != nil {
@@ -191,6 +235,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		res.Efficiency = res.GoodputBps / res.CapacityBps
 	}
 	res.LatencyP50, res.LatencyP99 = Percentile(lat, 0.50), Percentile(lat, 0.99)
+	res.AddSchedulerStats(cli.Stats()) // before the round trips add choices of their own
 	if o.RTT {
 		rtts, err := pingPong(ctx, cli, srv, 2000)
 		if err != nil {
