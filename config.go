@@ -66,6 +66,11 @@ type Config struct {
 	// Scheduler names the segment scheduler (see sched.Names); empty means
 	// DefaultScheduler.
 	Scheduler string
+	// SchedulerOptions are the scheduler's constants as "key=value,..."
+	// (for qlearn and qlearn-patent: k, beta, gamma, ... as in
+	// qlearn.ParseOptions and docs/scheduler.md); empty means the
+	// scheduler's defaults. The baselines take none.
+	SchedulerOptions string
 	// SegmentSize is the largest segment sent on one rail, in bytes,
 	// 512..64 MiB; 0 means 64 KiB.
 	SegmentSize int
@@ -145,6 +150,17 @@ func (c Config) validate(dialing bool) (config, error) {
 	}
 	if !known {
 		return config{}, cfgErr("Scheduler", fmt.Sprintf("%q", c.Scheduler), strings.Join(sched.Names(), ", "))
+	}
+	if c.SchedulerOptions != "" {
+		// Build one to check the options; rates only matter to weighted.
+		n := max(len(c.Rails), 1)
+		ones := make([]float64, n)
+		for i := range ones {
+			ones[i] = 1
+		}
+		if _, err := sched.New(c.Scheduler, sched.Config{Rails: n, Bandwidths: ones, Options: c.SchedulerOptions}); err != nil {
+			return config{}, fmt.Errorf("%w: SchedulerOptions = %q: %v", ErrConfig, c.SchedulerOptions, err)
+		}
 	}
 	if c.SegmentSize == 0 {
 		c.SegmentSize = DefaultSegmentSize
@@ -243,7 +259,7 @@ func (c Config) newScheduler(rails int) (sched.Scheduler, error) {
 	if len(bw) != rails {
 		bw = nil
 	}
-	return sched.New(c.Scheduler, sched.Config{Rails: rails, SegmentSize: c.SegmentSize, Bandwidths: bw, Seed: c.Seed})
+	return sched.New(c.Scheduler, sched.Config{Rails: rails, SegmentSize: c.SegmentSize, Bandwidths: bw, Seed: c.Seed, Options: c.SchedulerOptions})
 }
 
 // creditBatch is how much returned credit is announced at once rather

@@ -5,6 +5,9 @@ const NameRoundRobin = "roundrobin"
 
 func init() {
 	Register(NameRoundRobin, func(cfg Config) (Scheduler, error) {
+		if err := noOptions(NameRoundRobin, cfg); err != nil {
+			return nil, err
+		}
 		return &roundRobin{}, nil
 	})
 }

@@ -79,6 +79,18 @@ type Config struct {
 	Rand *rand.Rand
 	// Seed seeds the random source when Rand is nil.
 	Seed uint64
+	// Options are scheduler-specific constants as "key=value,..." (for
+	// the learning schedulers see qlearn.ParseOptions); empty means the
+	// defaults. Schedulers without constants refuse any.
+	Options string
+}
+
+// noOptions refuses Options for a scheduler that has no constants.
+func noOptions(name string, cfg Config) error {
+	if cfg.Options != "" {
+		return fmt.Errorf("%w: %s takes no options, got %q", ErrConfig, name, cfg.Options)
+	}
+	return nil
 }
 
 // ErrUnknown is returned (wrapped) by New for a name not in the registry.

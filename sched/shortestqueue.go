@@ -7,6 +7,9 @@ const NameShortestQueue = "shortestqueue"
 
 func init() {
 	Register(NameShortestQueue, func(cfg Config) (Scheduler, error) {
+		if err := noOptions(NameShortestQueue, cfg); err != nil {
+			return nil, err
+		}
 		return shortestQueue{}, nil
 	})
 }

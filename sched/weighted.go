@@ -29,6 +29,9 @@ type weighted struct {
 }
 
 func newWeighted(cfg Config) (Scheduler, error) {
+	if err := noOptions(NameWeighted, cfg); err != nil {
+		return nil, err
+	}
 	if len(cfg.Bandwidths) != cfg.Rails {
 		return nil, fmt.Errorf("%w: weighted: len(Bandwidths) = %d, need Rails = %d entries",
 			ErrConfig, len(cfg.Bandwidths), cfg.Rails)

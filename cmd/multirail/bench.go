@@ -20,7 +20,7 @@ import (
 
 type benchFlags struct {
 	rails, sched, size, load, baseline, segment string
-	dispatch                                    string
+	dispatch, schedOpt                          string
 	duration                                    time.Duration
 	queue, window                               int
 	json, rtt, quiet                            bool
@@ -38,6 +38,9 @@ type benchPlan struct {
 	// dispatch lists the dispatch intervals to run each scheduler with
 	// (0: continuous).
 	dispatch []time.Duration
+	// schedOpts are --sched-opt per scheduler: given to the learning
+	// schedulers only.
+	schedOpts map[string]string
 }
 
 // parseDispatch checks one dispatch interval: 0 (continuous) or within
@@ -133,6 +136,9 @@ func (f *benchFlags) plan() (benchPlan, error) {
 	if p.dispatch, err = parseDispatchList(f.dispatch); err != nil {
 		return p, err
 	}
+	if p.schedOpts, err = parseSchedOpts(f.schedOpt, p.scheds, len(specs)); err != nil {
+		return p, err
+	}
 	switch f.baseline {
 	case "":
 	case "tcp":
@@ -142,6 +148,31 @@ func (f *benchFlags) plan() (benchPlan, error) {
 	}
 	return p, nil
 }
+
+// parseSchedOpts checks --sched-opt against every learning scheduler in
+// scheds (those that take options) and returns the options per scheduler.
+func parseSchedOpts(opts string, scheds []string, rails int) (map[string]string, error) {
+	if opts == "" {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, name := range scheds {
+		if !takesOptions(name) {
+			continue
+		}
+		if _, err := sched.New(name, sched.Config{Rails: rails, Options: opts}); err != nil {
+			return nil, usagef("--sched-opt %q: %v", opts, err)
+		}
+		out[name] = opts
+	}
+	if len(out) == 0 {
+		return nil, usagef("--sched-opt %q: none of the schedulers (%s) takes options; allowed with qlearn, qlearn-patent", opts, strings.Join(scheds, ","))
+	}
+	return out, nil
+}
+
+// takesOptions reports whether a scheduler has constants to set.
+func takesOptions(name string) bool { return strings.HasPrefix(name, "qlearn") }
 
 func slicesContains(s []string, v string) bool {
 	for _, x := range s {
@@ -196,6 +227,7 @@ runs every scheduler once per interval, e.g. --dispatch 0,10ms,100ms.`,
 	fl.StringVar(&f.segment, "segment", "", "segment size (default 64KiB)")
 	fl.IntVar(&f.queue, "queue", 0, "per-rail send-queue depth in segments (default 16)")
 	fl.IntVar(&f.window, "window", 0, "concurrent sends in flight (0 = auto: 8 MiB worth, 4..256)")
+	fl.StringVar(&f.schedOpt, "sched-opt", "", "constants of the learning schedulers as key=value,... (e.g. k=16,beta=0.2,epsilon=0.05; see docs/scheduler.md)")
 	fl.StringVar(&f.dispatch, "dispatch", "0", "send-queue dispatch: 0 = continuous, or a timer interval 10ms..1s; comma-separated to compare several")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object on stdout")
 	fl.BoolVar(&f.rtt, "rtt", false, "also measure the 1-byte round trip (implied by --baseline tcp)")
@@ -223,7 +255,8 @@ func runBench(ctx context.Context, g *globals, f *benchFlags, p benchPlan) error
 			r, err := bench.Run(ctx, bench.Options{
 				Rails: p.specs, Sched: name, Size: p.size, Duration: p.duration, Loads: p.loads,
 				SegmentSize: p.segment, QueueDepth: f.queue, Window: f.window, DispatchInterval: d,
-				RTT: f.rtt || p.baseline, Progress: prog.update, Logger: g.logger(),
+				SchedOptions: p.schedOpts[name],
+				RTT:          f.rtt || p.baseline, Progress: prog.update, Logger: g.logger(),
 			})
 			prog.done()
 			if err != nil {

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func TestDispatchFlagRejected(t *testing.T) {
+func TestBadFlagsRejected(t *testing.T) {
 	cases := []struct {
 		args []string
 		want []string // substrings of the message
@@ -20,6 +20,9 @@ func TestDispatchFlagRejected(t *testing.T) {
 		{[]string{"send", "--rails", "tcp:127.0.0.1>127.0.0.1", "--dispatch", "5ms"}, []string{"--dispatch 5ms", "10ms..1s"}},
 		{[]string{"send", "--rails", "tcp:127.0.0.1>127.0.0.1", "--dispatch", "fast"}, []string{"fast"}},
 		{[]string{"serve", "--dispatch", "2s"}, []string{"--dispatch 2s", "10ms..1s"}},
+		{[]string{"bench", "--sched", "qlearn-patent", "--sched-opt", "k=40"}, []string{`--sched-opt "k=40"`, "K = 40, need 8..32"}},
+		{[]string{"bench", "--sched", "qlearn", "--sched-opt", "beta"}, []string{`"beta": want key=value`}},
+		{[]string{"bench", "--sched", "roundrobin", "--sched-opt", "k=16"}, []string{"none of the schedulers (roundrobin) takes options"}},
 	}
 	for _, c := range cases {
 		var stdout, stderr bytes.Buffer

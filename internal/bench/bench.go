@@ -17,13 +17,15 @@ import (
 
 // Options describe one measurement.
 type Options struct {
-	Rails       []emu.Spec
-	Sched       string
-	Size        int
-	Duration    time.Duration
-	Loads       []emu.Load
-	SegmentSize int
-	QueueDepth  int
+	Rails []emu.Spec
+	Sched string
+	// SchedOptions is multirail.Config.SchedulerOptions for both ends.
+	SchedOptions string
+	Size         int
+	Duration     time.Duration
+	Loads        []emu.Load
+	SegmentSize  int
+	QueueDepth   int
 	// Window is the number of Sends kept in flight (each on its own tag);
 	// 0 means AutoWindow(Size).
 	Window int
@@ -179,7 +181,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	cfg := multirail.Config{Scheduler: o.Sched, SegmentSize: o.SegmentSize, QueueDepth: o.QueueDepth, DispatchInterval: o.DispatchInterval, Logger: o.Logger}
+	cfg := multirail.Config{Scheduler: o.Sched, SchedulerOptions: o.SchedOptions, SegmentSize: o.SegmentSize, QueueDepth: o.QueueDepth, DispatchInterval: o.DispatchInterval, Logger: o.Logger}
 	top, err := build(o, cfg)
 	if err != nil {
 		return Result{}, err

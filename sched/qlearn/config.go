@@ -269,6 +269,15 @@ func New(p Preset, base sched.Config, qc Config) (sched.Scheduler, error) {
 	return nil, fmt.Errorf("%w: unknown preset %d", ErrConfig, int(p))
 }
 
+// fromOptions builds preset p with the constants in base.Options.
+func fromOptions(p Preset, base sched.Config) (sched.Scheduler, error) {
+	qc, err := ParseOptions(base.Options)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrConfig, p, err)
+	}
+	return New(p, base, qc)
+}
+
 // Factory returns a sched.Factory building preset p with the constants in
 // qc, for callers that configure the transport with custom constants.
 func Factory(p Preset, qc Config) sched.Factory {
@@ -277,9 +286,9 @@ func Factory(p Preset, qc Config) sched.Factory {
 
 func init() {
 	sched.Register(NamePatent, func(cfg sched.Config) (sched.Scheduler, error) {
-		return New(Patent, cfg, Config{})
+		return fromOptions(Patent, cfg)
 	})
 	sched.Register(Name, func(cfg sched.Config) (sched.Scheduler, error) {
-		return New(Improved, cfg, Config{})
+		return fromOptions(Improved, cfg)
 	})
 }

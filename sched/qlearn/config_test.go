@@ -117,3 +117,25 @@ func TestParseOptions(t *testing.T) {
 		t.Fatalf("New with k=40: %v", err)
 	}
 }
+
+func TestOptionsThroughRegistry(t *testing.T) {
+	if _, err := sched.New(NamePatent, sched.Config{Rails: 2, Options: "k=8,gamma=0"}); err != nil {
+		t.Fatalf("valid options: %v", err)
+	}
+	for _, c := range []struct{ name, opts, want string }{
+		{NamePatent, "k=4", "qlearn-patent: K = 4, need 8..32"},
+		{Name, "beta=2", "qlearn: Beta = 2, need 0..1"},
+		{Name, "speed=3", `qlearn: scheduler option "speed": unknown key`},
+		{sched.NameRoundRobin, "k=8", `roundrobin takes no options, got "k=8"`},
+		{sched.NameShortestQueue, "k=8", `shortestqueue takes no options`},
+	} {
+		_, err := sched.New(c.name, sched.Config{Rails: 2, Bandwidths: []float64{1, 1}, Options: c.opts})
+		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, sched.ErrConfig) {
+			t.Errorf("sched.New(%s, Options %q) = %v, want ErrConfig containing %q", c.name, c.opts, err, c.want)
+		}
+	}
+	_, err := sched.New(sched.NameWeighted, sched.Config{Rails: 1, Bandwidths: []float64{1}, Options: "x=1"})
+	if err == nil || !strings.Contains(err.Error(), "weighted takes no options") {
+		t.Errorf("weighted with options: %v", err)
+	}
+}
