@@ -177,11 +177,12 @@ type Conn struct {
 	usedCredit    uint64
 	peerWindow    uint64
 	sentMsgs      uint64
-	ticks         uint64               // dispatch timer ticks so far
-	explainer     sched.Explainer      // c.sch, if it explains itself
-	explain       sched.Explanation    // reused by Stats
-	recent        [RecentChoices]uint8 // ring of the last rail choices, indexed by picks % RecentChoices
-	picks         uint64               // rail choices made by the scheduler so far
+	ticks         uint64                 // dispatch timer ticks so far
+	explainer     sched.Explainer        // c.sch, if it explains itself
+	observer      sched.DeliveryObserver // c.sch, if it learns from deliveries
+	explain       sched.Explanation      // reused by Stats
+	recent        [RecentChoices]uint8   // ring of the last rail choices, indexed by picks % RecentChoices
+	picks         uint64                 // rail choices made by the scheduler so far
 	recvMsgs      atomic.Uint64
 	goingAway     atomic.Uint32 // GOAWAY code + 1 once Close started
 	recvWants     atomic.Int32  // Recvs that may read the rail themselves
@@ -257,6 +258,9 @@ func newConn(cfg config, session [16]byte, rails []railInit, peer peerParams, sc
 	}
 	if ex, ok := sch.(sched.Explainer); ok {
 		c.explainer = ex
+	}
+	if ob, ok := sch.(sched.DeliveryObserver); ok {
+		c.observer = ob
 	}
 	for _, r := range c.rails {
 		c.wg.Add(2)
@@ -1532,10 +1536,19 @@ func (c *Conn) ack(r *rail, a wire.Ack) error {
 		return fmt.Errorf("%w: ack of %d frames on rail %s, %d sent", ErrProtocol, a.Received, r.name, r.acked+uint64(r.unacked.len()))
 	}
 	bytes := 0
+	var now int64
+	if c.observer != nil && r.acked < a.Received {
+		now = c.now()
+		c.fillStates()
+	}
 	for r.acked < a.Received {
 		s := r.unacked.pop()
 		r.acked++
-		bytes += len(s.payload) + wire.DataHeaderSize
+		size := len(s.payload) + wire.DataHeaderSize
+		bytes += size
+		if c.observer != nil {
+			c.observer.Delivered(now, r.idx, size, now-s.enq, c.states)
+		}
 		if m := s.msg; m != nil {
 			m.remaining--
 			if m.remaining == 0 {

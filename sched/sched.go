@@ -145,6 +145,19 @@ func New(name string, cfg Config) (Scheduler, error) {
 	return f(cfg)
 }
 
+// DeliveryObserver is implemented by schedulers that learn from each
+// segment's own end-to-end delay. Callers that can tell when the peer has a
+// segment (the transport: its acknowledgement; the simulator: arrival plus
+// the way back) call Delivered once per segment, for each rail in the order
+// the rail's segments departed. Callers that cannot never call it, and the
+// scheduler must work without it.
+type DeliveryObserver interface {
+	// Delivered reports that the peer confirmed a segment of size bytes
+	// sent on rail, delay nanoseconds after it was queued (queueing,
+	// sending and the confirmation's way back). rails is the state now.
+	Delivered(now int64, rail int, size int, delay int64, rails []RailState)
+}
+
 // Explainer is implemented by schedulers that can say why traffic goes
 // where it goes. The transport and the simulator call Explain when a user
 // asks for statistics, never on the hot path.

@@ -8,10 +8,11 @@ const (
 	evArrive               // a segment arrived at the receiver; a = segment
 	evSubmit               // a Poisson source submits a message; a = link
 	evTick                 // the dispatch timer of a link fires; a = link
+	evAck                  // the sender learns a segment arrived; a = segment
 )
 
 const (
-	kindShift = 30
+	kindShift = 29
 	argMask   = 1<<kindShift - 1
 )
 

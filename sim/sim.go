@@ -98,6 +98,7 @@ type Sim struct {
 
 type link struct {
 	sch    sched.Scheduler
+	obs    sched.DeliveryObserver // sch, if it learns from deliveries
 	states []sched.RailState
 	rail0  int32
 	n      int32
@@ -134,6 +135,7 @@ type railInfo struct {
 
 type segment struct {
 	msg     int32
+	rail    int32 // global rail index
 	group   int32 // result group of its rail
 	payload int32
 	enq     int64
@@ -247,6 +249,7 @@ func (s *Sim) addLink(rails []Rail, group0 int) error {
 		return err
 	}
 	L := link{sch: sch, states: make([]sched.RailState, len(rails)), rail0: int32(len(s.rails)), n: int32(len(rails))}
+	L.obs, _ = sch.(sched.DeliveryObserver)
 	for k := range L.lanes {
 		L.lanes[k].head, L.lanes[k].blocked = -1, laneFree
 	}
@@ -451,7 +454,7 @@ func (s *Sim) enqueue(L *link, r int32, mi int32, payload int64) {
 		s.segs = append(s.segs, segment{})
 	}
 	ri := L.rail0 + r
-	s.segs[si] = segment{msg: mi, group: s.rails[ri].group, payload: int32(payload), enq: s.now}
+	s.segs[si] = segment{msg: mi, rail: ri, group: s.rails[ri].group, payload: int32(payload), enq: s.now}
 	rl := &s.rails[ri]
 	L.busy++
 	s.segsSent++
@@ -526,6 +529,8 @@ func (s *Sim) Step(n int) bool {
 			s.poissonSubmit(a)
 		case evTick:
 			s.tick(a)
+		case evAck:
+			s.ack(a)
 		}
 	}
 	return true
@@ -619,7 +624,13 @@ func (s *Sim) tick(li int32) {
 
 func (s *Sim) arrive(si int32) {
 	sg := s.segs[si]
-	s.freeSeg = append(s.freeSeg, si)
+	if rl := &s.rails[sg.rail]; s.links[rl.link].obs != nil {
+		// The sender learns of the arrival after the way back (the
+		// transport's ACK); the segment is freed then.
+		s.schedule(s.now+rl.delay, evAck, si)
+	} else {
+		s.freeSeg = append(s.freeSeg, si)
+	}
 	p := int64(sg.payload)
 	s.delivered += p
 	s.segsArrived++
@@ -632,6 +643,16 @@ func (s *Sim) arrive(si int32) {
 	case m.arrived > m.size:
 		s.bugs++
 	}
+}
+
+// ack tells the sender's scheduler that segment si was delivered, one
+// propagation delay after it arrived, and frees the segment.
+func (s *Sim) ack(si int32) {
+	sg := &s.segs[si]
+	rl := &s.rails[sg.rail]
+	L := &s.links[rl.link]
+	L.obs.Delivered(s.now, int(rl.local), int(sg.payload)+HeaderSize, s.now-sg.enq, L.states)
+	s.freeSeg = append(s.freeSeg, si)
 }
 
 // addBin counts bytes delivered now for group g.

@@ -9,12 +9,13 @@ import (
 
 // improved is the "qlearn" preset. It learns, for every rail i and level
 // l (how full the rail's queue is), the expected delay Q_i[l] of a
-// segment queued on rail i at level l: its own measured queueing delay plus
-// its transmission time at the rail's measured rate. It sends each segment
-// where that delay is smallest among the rails with room, explores with a
-// decaying probability, and learns from each segment when it departs, with
-// the level the segment was queued at (no stale reward). See
-// docs/scheduler.md.
+// segment queued on rail i at level l, from each segment's own measured
+// delay: from queueing to the peer's confirmation when the caller reports
+// deliveries (sched.DeliveryObserver), else its queueing delay plus its
+// transmission time at the rail's measured rate. It sends each segment
+// where that delay is smallest; it waits for a full rail only when even
+// that is expected to be faster than every rail with room; it explores
+// with a decaying probability. See docs/scheduler.md.
 type improved struct {
 	m, k int
 	prm  params
@@ -26,13 +27,72 @@ type improved struct {
 	has    []bool    // whether perLvl[i] has a sample
 	levels []int     // level of every rail at the last decision
 
-	// pending[i] is a ring of the levels at which the segments now queued
-	// on rail i were queued, oldest first.
-	pending    []int16
-	head, size []int
+	// queued[i] holds the levels at which the segments now in rail i's
+	// queue were queued, oldest first; flying[i] those of segments that
+	// departed and are not yet reported delivered.
+	queued, flying fifos
+	// observed is set by the first Delivered: from then on the delay is
+	// learned at delivery, not at departure.
+	observed bool
 
 	decisions, explorations uint64
 }
+
+// fifos is one bounded FIFO of levels per rail, in one backing array.
+type fifos struct {
+	buf              []int16
+	cap              int
+	head, size, skip []int
+}
+
+func newFifos(m, capacity int) fifos {
+	return fifos{buf: make([]int16, m*capacity), cap: capacity,
+		head: make([]int, m), size: make([]int, m), skip: make([]int, m)}
+}
+
+// push appends l to rail i's FIFO. When it is full the oldest entry is
+// forgotten, and the pop that would have returned it is skipped, so that
+// later pops stay matched with their segments.
+func (f *fifos) push(i, l int) {
+	if f.size[i] == f.cap {
+		f.head[i] = (f.head[i] + 1) % f.cap
+		f.size[i]--
+		f.skip[i]++
+	}
+	f.buf[i*f.cap+(f.head[i]+f.size[i])%f.cap] = int16(l)
+	f.size[i]++
+}
+
+// pop removes and returns the oldest level of rail i; ok is false when
+// there is none or this pop is one to skip.
+func (f *fifos) pop(i int) (l int, ok bool) {
+	if f.skip[i] > 0 {
+		f.skip[i]--
+		return 0, false
+	}
+	if f.size[i] == 0 {
+		return 0, false
+	}
+	l = int(f.buf[i*f.cap+f.head[i]])
+	f.head[i] = (f.head[i] + 1) % f.cap
+	f.size[i]--
+	return l, true
+}
+
+// trim keeps the newest n entries of rail i.
+func (f *fifos) trim(i, n int) {
+	if d := f.size[i] - n; d > 0 {
+		f.head[i] = (f.head[i] + d) % f.cap
+		f.size[i] = n
+	}
+}
+
+func (f *fifos) clear(i int) { f.size[i], f.skip[i] = 0, 0 }
+
+// flyingFactor sizes the in-flight FIFOs relative to History: segments
+// that left the queue but are not acknowledged yet (socket buffers, the
+// network) can outnumber the queued ones.
+const flyingFactor = 16
 
 func newImproved(base sched.Config, prm params) *improved {
 	m, k := base.Rails, prm.k
@@ -40,7 +100,7 @@ func newImproved(base sched.Config, prm params) *improved {
 		m: m, k: k, prm: prm, rnd: base.Rand,
 		q: make([]float64, m*k), seen: make([]bool, m*k),
 		perLvl: make([]float64, m), has: make([]bool, m), levels: make([]int, m),
-		pending: make([]int16, m*prm.history), head: make([]int, m), size: make([]int, m),
+		queued: newFifos(m, prm.history), flying: newFifos(m, prm.history*flyingFactor),
 	}
 }
 
@@ -74,25 +134,34 @@ func (s *improved) value(i, l int) float64 {
 func (s *improved) Pick(now int64, size int, rails []sched.RailState) int {
 	m := min(len(rails), s.m)
 	best, ties, usable := -1, 0, 0
-	var bestV float64
+	bestUsable := -1
+	var bestV, bestUsableV float64
 	for i := 0; i < m; i++ {
 		r := &rails[i]
 		// Forget decisions whose segments left the queue unreported (a
 		// rail that went down, a caller that drained a queue).
 		if !r.Up {
-			s.size[i] = 0
-		} else if n := max(r.Queued, 0); s.size[i] > n {
-			drop := s.size[i] - n
-			s.head[i] = (s.head[i] + drop) % s.prm.history
-			s.size[i] = n
+			s.queued.clear(i)
+			s.flying.clear(i)
+		} else {
+			s.queued.trim(i, max(r.Queued, 0))
 		}
 		l := s.level(r)
 		s.levels[i] = l
-		if !r.Usable() {
+		if !r.Up {
 			continue
 		}
-		usable++
 		v := s.value(i, l)
+		if r.Full() {
+			// Waiting for room and then joining at the tail costs about
+			// one level more than the top level.
+			v += s.step(i)
+		} else {
+			usable++
+			if bestUsable < 0 || v < bestUsableV {
+				bestUsable, bestUsableV = i, v
+			}
+		}
 		switch {
 		case best < 0 || v < bestV:
 			best, bestV, ties = i, v, 1
@@ -104,7 +173,10 @@ func (s *improved) Pick(now int64, size int, rails []sched.RailState) int {
 		}
 	}
 	if best < 0 {
-		return -1 // no rail with room: wait for a departure
+		return -1 // no rail up
+	}
+	if rails[best].Full() && bestUsable >= 0 && bestUsableV <= bestV {
+		best = bestUsable // equal value: take the rail with room
 	}
 	s.decisions++
 	eps := s.prm.eps * s.prm.epsDecay / (s.prm.epsDecay + float64(s.decisions))
@@ -124,43 +196,60 @@ func (s *improved) Pick(now int64, size int, rails []sched.RailState) int {
 			}
 		}
 	}
-	s.push(best, s.levels[best])
+	s.queued.push(best, s.levels[best])
 	return best
 }
 
-func (s *improved) push(i, l int) {
-	h := s.prm.history
-	if s.size[i] == h { // more queued than History: forget the oldest
-		s.head[i] = (s.head[i] + 1) % h
-		s.size[i]--
+// step is the learned delay that one more level adds on rail i.
+func (s *improved) step(i int) float64 {
+	if s.has[i] {
+		return s.perLvl[i]
 	}
-	s.pending[i*h+(s.head[i]+s.size[i])%h] = int16(l)
-	s.size[i]++
+	return 0
 }
 
-// Departed learns from the departing segment: its delay is the time it
-// waited in the queue plus its transmission time at the rail's measured
-// rate (when known), and it updates the value of the level the segment
-// was queued at.
+// Departed moves the segment's record from the queue to the in-flight
+// FIFO. Until the caller has reported a delivery it also learns from the
+// segment now: its delay is taken as the time it waited in the queue plus
+// its transmission time at the rail's measured rate (when known).
 func (s *improved) Departed(now int64, rail int, size int, waited int64, rails []sched.RailState) {
-	if rail < 0 || rail >= s.m || s.size[rail] == 0 {
+	if rail < 0 || rail >= s.m {
 		return
 	}
-	h := s.prm.history
-	l := int(s.pending[rail*h+s.head[rail]])
-	s.head[rail] = (s.head[rail] + 1) % h
-	s.size[rail]--
-
+	l, ok := s.queued.pop(rail)
+	if !ok {
+		return
+	}
+	s.flying.push(rail, l)
+	if s.observed {
+		return
+	}
 	cost := float64(max(waited, 0))
 	if rail < len(rails) {
 		if rate := rails[rail].RateBps; rate > 0 && !math.IsInf(rate, 0) {
 			cost += float64(size) * 8e9 / rate
 		}
 	}
+	s.learn(rail, l, cost, rails)
+}
+
+// Delivered learns from the segment's own delay, from queueing to the
+// peer's confirmation.
+func (s *improved) Delivered(now int64, rail int, size int, delay int64, rails []sched.RailState) {
+	if rail < 0 || rail >= s.m {
+		return
+	}
+	s.observed = true
+	if l, ok := s.flying.pop(rail); ok {
+		s.learn(rail, l, float64(max(delay, 0)), rails)
+	}
+}
+
+// learn updates Q_rail[l] towards the measured delay cost (plus, with
+// gamma > 0, the discounted best value of the state the rails are in now).
+func (s *improved) learn(rail, l int, cost float64, rails []sched.RailState) {
 	target := cost
 	if g := s.prm.gamma; g > 0 {
-		// Q-learning target: plus the discounted best value from the
-		// state the rails are in now.
 		bestNext := math.Inf(1)
 		for i := 0; i < min(len(rails), s.m); i++ {
 			if rails[i].Usable() {

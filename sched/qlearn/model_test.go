@@ -152,11 +152,12 @@ func TestPatentMatchesReference(t *testing.T) {
 
 // refImproved transcribes the improved preset without exploration.
 type refImproved struct {
-	m, k    int
-	beta    float64
-	q       map[[2]int]float64 // {rail, level} -> delay
-	per     map[int]float64
-	pending [][]int
+	m, k           int
+	beta           float64
+	q              map[[2]int]float64 // {rail, level} -> delay
+	per            map[int]float64
+	queued, flying [][]int
+	observed       bool
 }
 
 func (p *refImproved) level(r sched.RailState) int {
@@ -173,36 +174,45 @@ func (p *refImproved) value(i, l int) float64 {
 	return 0
 }
 
+// pick: the up rail of least expected delay, where a full rail costs one
+// level step more; a rail with room wins ties against a full one.
 func (p *refImproved) pick(rails []sched.RailState) int {
 	for i, r := range rails {
 		if !r.Up {
-			p.pending[i] = nil
-		} else if len(p.pending[i]) > r.Queued {
-			p.pending[i] = p.pending[i][len(p.pending[i])-r.Queued:]
+			p.queued[i], p.flying[i] = nil, nil
+		} else if len(p.queued[i]) > r.Queued {
+			p.queued[i] = p.queued[i][len(p.queued[i])-r.Queued:]
 		}
 	}
-	best := -1
+	v := func(i int) float64 {
+		x := p.value(i, p.level(rails[i]))
+		if rails[i].Queued >= rails[i].QueueCap {
+			x += p.per[i] // 0 when unknown
+		}
+		return x
+	}
+	best, bestRoom := -1, -1
 	for i, r := range rails {
-		if r.Up && r.Queued < r.QueueCap && (best < 0 || p.value(i, p.level(r)) < p.value(best, p.level(rails[best]))) {
+		if !r.Up {
+			continue
+		}
+		if best < 0 || v(i) < v(best) {
 			best = i
 		}
+		if r.Queued < r.QueueCap && (bestRoom < 0 || v(i) < v(bestRoom)) {
+			bestRoom = i
+		}
+	}
+	if best >= 0 && rails[best].Queued >= rails[best].QueueCap && bestRoom >= 0 && v(bestRoom) <= v(best) {
+		best = bestRoom
 	}
 	if best >= 0 {
-		p.pending[best] = append(p.pending[best], p.level(rails[best]))
+		p.queued[best] = append(p.queued[best], p.level(rails[best]))
 	}
 	return best
 }
 
-func (p *refImproved) departed(rail, size int, waited int64, rails []sched.RailState) {
-	if len(p.pending[rail]) == 0 {
-		return
-	}
-	l := p.pending[rail][0]
-	p.pending[rail] = p.pending[rail][1:]
-	cost := float64(waited)
-	if rails[rail].RateBps > 0 {
-		cost += float64(size) * 8e9 / rails[rail].RateBps
-	}
+func (p *refImproved) learn(rail, l int, cost float64) {
 	key := [2]int{rail, l}
 	if old, ok := p.q[key]; ok {
 		p.q[key] = old + p.beta*(cost-old)
@@ -216,6 +226,33 @@ func (p *refImproved) departed(rail, size int, waited int64, rails []sched.RailS
 	}
 }
 
+func (p *refImproved) departed(rail, size int, waited int64, rails []sched.RailState) {
+	if len(p.queued[rail]) == 0 {
+		return
+	}
+	l := p.queued[rail][0]
+	p.queued[rail] = p.queued[rail][1:]
+	p.flying[rail] = append(p.flying[rail], l)
+	if p.observed {
+		return
+	}
+	cost := float64(waited)
+	if rails[rail].RateBps > 0 {
+		cost += float64(size) * 8e9 / rails[rail].RateBps
+	}
+	p.learn(rail, l, cost)
+}
+
+func (p *refImproved) delivered(rail int, delay int64) {
+	p.observed = true
+	if len(p.flying[rail]) == 0 {
+		return
+	}
+	l := p.flying[rail][0]
+	p.flying[rail] = p.flying[rail][1:]
+	p.learn(rail, l, float64(delay))
+}
+
 func TestImprovedMatchesReference(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := rapid.IntRange(1, 5).Draw(t, "m")
@@ -226,30 +263,36 @@ func TestImprovedMatchesReference(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		ob := s.(sched.DeliveryObserver)
 		ref := &refImproved{m: m, k: k, beta: beta, q: map[[2]int]float64{}, per: map[int]float64{},
-			pending: make([][]int, m)}
+			queued: make([][]int, m), flying: make([][]int, m)}
 		for step := range rapid.IntRange(1, 80).Draw(t, "steps") {
 			rails := genRails(t, m, qcap, "")
-			if rapid.Bool().Draw(t, "depart") {
+			switch rapid.IntRange(0, 3).Draw(t, "op") {
+			case 0:
 				r := rapid.IntRange(0, m-1).Draw(t, "rail")
 				w := rapid.Int64Range(0, 50e6).Draw(t, "waited")
 				size := rapid.IntRange(1, 1<<20).Draw(t, "size")
 				s.Departed(int64(step), r, size, w, rails)
 				ref.departed(r, size, w, rails)
-				continue
-			}
-			got, want := s.Pick(int64(step), 1000, rails), ref.pick(rails)
-			if got != want {
-				t.Fatalf("step %d: Pick = %d, reference %d", step, got, want)
+			case 1:
+				r := rapid.IntRange(0, m-1).Draw(t, "rail")
+				d := rapid.Int64Range(0, 50e6).Draw(t, "delay")
+				ob.Delivered(int64(step), r, 1000, d, rails)
+				ref.delivered(r, d)
+			default:
+				got, want := s.Pick(int64(step), 1000, rails), ref.pick(rails)
+				if got != want {
+					t.Fatalf("step %d: Pick = %d, reference %d", step, got, want)
+				}
 			}
 		}
 	})
 }
 
 // TestNeverABadRail checks the safety rules for both presets under random
-// states with exploration on: never a rail that is not up, -1 only when
-// no rail is up (patent) or usable (improved), and the improved preset
-// never a full rail.
+// states with exploration on: never a rail that is not up, and -1 only
+// when no rail is up.
 func TestNeverABadRail(t *testing.T) {
 	for _, p := range []Preset{Patent, Improved} {
 		t.Run(p.String(), func(t *testing.T) {
@@ -265,21 +308,18 @@ func TestNeverABadRail(t *testing.T) {
 					if rapid.Bool().Draw(t, "down") {
 						rails[rapid.IntRange(0, m-1).Draw(t, "which")].Up = false
 					}
-					anyUp, anyUsable := false, false
+					anyUp := false
 					for i := range rails {
 						anyUp = anyUp || rails[i].Up
-						anyUsable = anyUsable || rails[i].Usable()
 					}
 					got := s.Pick(int64(step), 100, rails)
 					switch {
 					case got == -1:
-						if (p == Patent && anyUp) || (p == Improved && anyUsable) {
+						if anyUp {
 							t.Fatalf("Pick = -1 with a rail available: %+v", rails)
 						}
 					case got < 0 || got >= m || !rails[got].Up:
 						t.Fatalf("Pick = %d: not an up rail: %+v", got, rails)
-					case p == Improved && rails[got].Full():
-						t.Fatalf("improved picked full rail %d: %+v", got, rails)
 					default:
 						s.Departed(int64(step), got, 100, rapid.Int64Range(0, 1e6).Draw(t, "w"), rails)
 					}
