@@ -57,6 +57,7 @@ type Sim struct {
 
 	segs    []segment
 	freeSeg []int32
+	acking  int // segments arrived, their ack to the sender pending
 	msgs    []message
 	freeMsg []int32
 
@@ -628,6 +629,7 @@ func (s *Sim) arrive(si int32) {
 		// The sender learns of the arrival after the way back (the
 		// transport's ACK); the segment is freed then.
 		s.schedule(s.now+rl.delay, evAck, si)
+		s.acking++
 	} else {
 		s.freeSeg = append(s.freeSeg, si)
 	}
@@ -653,6 +655,7 @@ func (s *Sim) ack(si int32) {
 	L := &s.links[rl.link]
 	L.obs.Delivered(s.now, int(rl.local), int(sg.payload)+HeaderSize, s.now-sg.enq, L.states)
 	s.freeSeg = append(s.freeSeg, si)
+	s.acking--
 }
 
 // addBin counts bytes delivered now for group g.
