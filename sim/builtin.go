@@ -54,6 +54,27 @@ rails:
   - {name: c, rate: 50mbit, delay: 1ms}
 traffic: {kind: bulk, size: 1MiB, window: 8}
 `,
+	"recovery": `
+# Light traffic (30 % of the rails' total rate, mostly small messages) while
+# the fast rail is 95 % taken; at 3 s it is given back. Schedulers that
+# learn rates only from backlogged rails keep avoiding it.
+name: recovery
+duration: 10s
+rails:
+  - name: a
+    rate: 200mbit
+    delay: 1ms
+    load:
+      - {kind: step, at: 0s, fraction: 0.95}
+      - {kind: step, at: 3s, fraction: 0}
+  - {name: b, rate: 100mbit, delay: 1ms}
+traffic:
+  kind: mixed
+  sizes:
+    - {size: 4KiB, weight: 8}
+    - {size: 256KiB, weight: 2}
+  load: 0.3
+`,
 	"many-rails": `
 # Eight rails of diverse rates and delays; three of them see random bursts
 # of background load.

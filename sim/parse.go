@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/multirail/multirail/sched"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -297,7 +298,7 @@ func (p *parser) seq(n *yaml.Node, path string, limit int) ([]*yaml.Node, error)
 }
 
 var scenarioFields = []string{"name", "duration", "seed", "segment_size", "queue_depth", "eager_limit",
-	"dispatch_interval", "known_bandwidths", "series_bin", "rails", "traffic", "schedulers"}
+	"dispatch_interval", "known_bandwidths", "series_bin", "rails", "traffic", "schedulers", "sched_options"}
 
 func (p *parser) scenario(n *yaml.Node, sc *Scenario) error {
 	return p.fields(n, "", "the scenario", scenarioFields, func(key string, v *yaml.Node, path string) (err error) {
@@ -344,6 +345,13 @@ func (p *parser) scenario(n *yaml.Node, sc *Scenario) error {
 			err = p.traffic(v, path, &sc.Traffic)
 		case "schedulers":
 			sc.Schedulers, err = p.schedulers(v, path)
+		case "sched_options":
+			sc.SchedOptions = map[string]string{}
+			err = p.fields(v, path, path, sched.Names(), func(key string, v *yaml.Node, vpath string) error {
+				s, err := p.str(v, vpath)
+				sc.SchedOptions[key] = s
+				return err
+			})
 		}
 		return err
 	})

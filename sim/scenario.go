@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -103,6 +104,10 @@ type Scenario struct {
 	Traffic Traffic
 	// Schedulers are the registry names to run; nil means all.
 	Schedulers []string
+	// SchedOptions are per-scheduler constants ("sched_options" in a file),
+	// by registry name, passed as sched.Config.Options: e.g.
+	// {"qlearn": "k=16,beta=0.2"}. Schedulers not named get defaults.
+	SchedOptions map[string]string
 }
 
 // Rail is one simulated network path: a server of RateBps bits/s minus
@@ -251,6 +256,20 @@ func (sc *Scenario) Validate() error {
 		}
 		if slices.Contains(sc.Schedulers[:i], n) {
 			return fieldErr(fmt.Sprintf("schedulers[%d]", i), "%q is listed twice", n)
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(sc.SchedOptions)) {
+		path := "sched_options." + n
+		if !slices.Contains(names, n) {
+			return fieldErr(path, "unknown scheduler %q; allowed: %s", n, strings.Join(names, ", "))
+		}
+		m := max(len(sc.Rails), 1)
+		ones := make([]float64, m)
+		for i := range ones {
+			ones[i] = 1
+		}
+		if _, err := sched.New(n, sched.Config{Rails: m, Bandwidths: ones, Options: sc.SchedOptions[n]}); err != nil {
+			return fieldErr(path, "%q: %v", sc.SchedOptions[n], err)
 		}
 	}
 	if err := sc.validateTraffic(); err != nil {

@@ -245,7 +245,8 @@ func (s *Sim) addLink(rails []Rail, group0 int) error {
 	if li > 0 {
 		seed = mix(seed + uint64(li))
 	}
-	sch, err := sched.New(s.schedName, sched.Config{Rails: len(rails), SegmentSize: s.sc.SegmentSize, Bandwidths: bw, Seed: seed})
+	sch, err := sched.New(s.schedName, sched.Config{Rails: len(rails), SegmentSize: s.sc.SegmentSize, Bandwidths: bw, Seed: seed,
+		Options: s.sc.SchedOptions[s.schedName]})
 	if err != nil {
 		return err
 	}

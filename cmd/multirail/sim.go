@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -24,6 +25,7 @@ import (
 type simFlags struct {
 	scenario, sched, seed, out string
 	duration, dispatch         string
+	schedOpt                   string
 	json, quiet, list          bool
 }
 
@@ -66,6 +68,7 @@ distribution) and results.json.`,
 	fl.StringVar(&f.seed, "seed", "", "seed of the run (default: the scenario's)")
 	fl.StringVar(&f.duration, "duration", "", "virtual duration, e.g. 2s (default: the scenario's)")
 	fl.StringVar(&f.dispatch, "dispatch", "", "send-queue dispatch: 0 = continuous, or a timer interval 10ms..1s (default: the scenario's)")
+	fl.StringVar(&f.schedOpt, "sched-opt", "", "constants of the learning schedulers as key=value,... (overrides the scenario's sched_options; see docs/scheduler.md)")
 	fl.StringVar(&f.out, "out", "", "directory to write PNG plots and results.json to")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object on stdout")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr")
@@ -148,6 +151,16 @@ func (f *simFlags) plan(cmd *cobra.Command) (simPlan, error) {
 		}
 	}
 	sc.Schedulers = p.scheds
+	if f.schedOpt != "" {
+		opts, err := parseSchedOpts(f.schedOpt, p.scheds, max(len(sc.Rails), 1))
+		if err != nil {
+			return p, err
+		}
+		if sc.SchedOptions == nil {
+			sc.SchedOptions = map[string]string{}
+		}
+		maps.Copy(sc.SchedOptions, opts)
+	}
 	if err := sc.Validate(); err != nil {
 		return p, usagef("scenario %s: %v", scenarioLabel(sc, f.scenario), err)
 	}

@@ -54,8 +54,8 @@ type Config struct {
 	// 8..32, which the patent preset enforces; the improved preset accepts
 	// 2..64. Default 16.
 	K int
-	// Beta is the learning rate, in [0,1] (the patent's range). Default:
-	// 0.1 (patent), 0.2 (improved).
+	// Beta is the learning rate, in [0,1] (the patent's range). Default
+	// 0.1 for both presets.
 	Beta *float64
 	// Gamma is the discount factor, in [0,1] (the patent's range). Default:
 	// 0.8 (patent), 0 (improved: a segment's delay does not depend on later
@@ -74,11 +74,11 @@ type Config struct {
 	// random source instead of taking the lowest index.
 	RandomTies bool
 	// Epsilon is the initial exploration probability of the improved
-	// preset, in [0,1]. Default 0.1.
+	// preset, in [0,1]. Default 0.02.
 	Epsilon *float64
 	// EpsilonMin is the floor the exploration probability decays to, in
 	// [0, Epsilon]. It keeps the values of rarely used rails fresh when
-	// load moves. Default 0.01.
+	// load moves. Default 0.002.
 	EpsilonMin *float64
 	// EpsilonDecay is the number of decisions over which the exploration
 	// probability halves: eps(t) = max(EpsilonMin, Epsilon*D/(D+t)). In
@@ -109,12 +109,12 @@ type params struct {
 
 // Defaults returns the preset's defaults as a Config with every field set.
 func Defaults(p Preset) Config {
-	c := Config{K: 16, QueueFactor: 1, Penalty: F(4), Epsilon: F(0.1), EpsilonMin: F(0.01),
+	c := Config{K: 16, QueueFactor: 1, Penalty: F(4), Epsilon: F(0.02), EpsilonMin: F(0.002),
 		EpsilonDecay: 1000, History: 256}
 	if p == Patent {
 		c.Beta, c.Gamma = F(0.1), F(0.8)
 	} else {
-		c.Beta, c.Gamma = F(0.2), F(0)
+		c.Beta, c.Gamma = F(0.1), F(0)
 	}
 	return c
 }
