@@ -18,7 +18,7 @@ import (
 
 // Defaults for the zero values of Config.
 const (
-	DefaultScheduler        = "shortestqueue"
+	DefaultScheduler        = "qlearn"
 	DefaultSegmentSize      = 64 << 10
 	DefaultQueueDepth       = 16
 	DefaultMaxMessageSize   = 1 << 30

@@ -306,8 +306,8 @@ func (l *Listener) join(conn net.Conn, h wire.Hello) {
 	}
 	sch, err := l.cfg.newScheduler(len(p.rails))
 	if err != nil {
-		log.Warn("scheduler unusable for the reverse direction; using shortestqueue", "scheduler", l.cfg.Scheduler, "err", err)
-		sch, _ = sched.New("shortestqueue", sched.Config{Rails: len(p.rails), Seed: l.cfg.Seed})
+		log.Warn("scheduler unusable for the reverse direction; using the default", "scheduler", l.cfg.Scheduler, "default", DefaultScheduler, "err", err)
+		sch, _ = sched.New(DefaultScheduler, sched.Config{Rails: len(p.rails), Seed: l.cfg.Seed})
 	}
 	for _, rc := range p.rails {
 		if err := hs.Welcome(rc, deadline); err != nil {

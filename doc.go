@@ -17,9 +17,12 @@
 // segments, arriving on any rail in any order, and Recv returns whole
 // messages only. Messages with the same tag are received in the order
 // their Sends started; messages with different tags may overtake each
-// other. The available schedulers today are "roundrobin", "weighted" (static
-// shares from Rail.Bandwidth, which must then be set on every rail) and
-// "shortestqueue" (the default).
+// other. The schedulers are "qlearn" (the default: it learns each rail's
+// delay from every segment's own measured delay and needs no
+// configuration), "qlearn-patent" (CN101833479A as reconstructed),
+// "shortestqueue", "roundrobin" and "weighted" (static shares from
+// Rail.Bandwidth, which must then be set on every rail); docs/scheduler.md
+// describes them and BENCHMARKS.md compares them.
 //
 // Small messages, up to Config.EagerLimit bytes, are sent eagerly: Send
 // copies the message and returns as soon as the copy is queued on a rail,

@@ -119,7 +119,7 @@ func ExampleConn_Stats() {
 	}
 	// Output:
 	// dialer: scheduler roundrobin, 2 rails
-	// listener: scheduler shortestqueue, 2 rails
+	// listener: scheduler qlearn, 2 rails
 	// rail0 up=true
 	// rail1 up=true
 }

@@ -151,6 +151,7 @@ func receiveAll(ctx context.Context, c *multirail.Conn) (serveResult, error) {
 func newSend(g *globals) *cobra.Command {
 	var (
 		rails, schedName, size string
+		schedOpt               string
 		duration, dispatch     time.Duration
 		port, window           int
 		jsonOut                bool
@@ -191,6 +192,9 @@ receiver acknowledged the data. Set MULTIRAIL_TOKEN on both hosts.`,
 			if schedName == "weighted" {
 				return usagef("--sched weighted needs rail bandwidths, which tcp: rails do not carry (allowed here: %s)", strings.Join(slicesDelete(sched.Names(), "weighted"), ", "))
 			}
+			if _, err := parseSchedOpts(schedOpt, []string{schedName}, len(mrails)); err != nil {
+				return err
+			}
 			n, err := parseSize("size", size, 1, multirail.DefaultMaxMessageSize)
 			if err != nil {
 				return err
@@ -209,7 +213,7 @@ receiver acknowledged the data. Set MULTIRAIL_TOKEN on both hosts.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
-			c, err := multirail.Dial(ctx, multirail.Config{Rails: mrails, Scheduler: schedName, DispatchInterval: dispatch, Logger: g.logger()})
+			c, err := multirail.Dial(ctx, multirail.Config{Rails: mrails, Scheduler: schedName, SchedulerOptions: schedOpt, DispatchInterval: dispatch, Logger: g.logger()})
 			if err != nil {
 				return err
 			}
@@ -230,6 +234,7 @@ receiver acknowledged the data. Set MULTIRAIL_TOKEN on both hosts.`,
 	fl := cmd.Flags()
 	fl.StringVar(&rails, "rails", "", "comma-separated tcp:LOCALIP>REMOTEIP[:PORT] rails (required)")
 	fl.StringVar(&schedName, "sched", multirail.DefaultScheduler, "scheduler ("+strings.Join(sched.Names(), ", ")+")")
+	fl.StringVar(&schedOpt, "sched-opt", "", "constants of a learning scheduler as key=value,... (see docs/scheduler.md)")
 	fl.StringVar(&size, "size", "4MiB", "message size ("+sizeForm+")")
 	fl.DurationVar(&duration, "duration", 10*time.Second, "how long to send")
 	fl.IntVar(&port, "port", 7000, "remote port for rails that name none")
