@@ -9,9 +9,11 @@ import (
 // second of wall time.
 func BenchmarkSim(b *testing.B) {
 	for _, c := range []struct{ scenario, sched string }{
+		{"many-rails", "qlearn"},
 		{"many-rails", "shortestqueue"},
 		{"many-rails", "roundrobin"},
 		{"step-shift", "weighted"},
+		{"allreduce-1024", "qlearn"},
 		{"allreduce-1024", "shortestqueue"},
 	} {
 		b.Run(c.scenario+"/"+c.sched, func(b *testing.B) {

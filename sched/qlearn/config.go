@@ -86,7 +86,7 @@ type Config struct {
 	EpsilonDecay float64
 	// History is the capacity of each rail's record of queued decisions
 	// (improved preset), at least the largest queue depth the caller uses.
-	// In [1, 65536]. Default 256.
+	// In [1, 65536]. Default 64.
 	History int
 }
 
@@ -110,7 +110,7 @@ type params struct {
 // Defaults returns the preset's defaults as a Config with every field set.
 func Defaults(p Preset) Config {
 	c := Config{K: 16, QueueFactor: 1, Penalty: F(4), Epsilon: F(0.02), EpsilonMin: F(0.002),
-		EpsilonDecay: 1000, History: 256}
+		EpsilonDecay: 1000, History: 64}
 	if p == Patent {
 		c.Beta, c.Gamma = F(0.1), F(0.8)
 	} else {

@@ -21,16 +21,18 @@ type improved struct {
 	prm  params
 	rnd  *rand.Rand
 
-	q      []float64 // Q_i[l] at i*k+l: expected delay in ns
-	seen   []bool    // whether Q_i[l] has a sample
-	perLvl []float64 // per rail: learned delay per level step, for unseen cells
-	has    []bool    // whether perLvl[i] has a sample
-	levels []int     // level of every rail at the last decision
+	// q holds Q_i[l] at i*k+l: the expected delay in ns, NaN while the
+	// entry has no sample.
+	q     []float64
+	rails []railRec
 
-	// queued[i] holds the levels at which the segments now in rail i's
-	// queue were queued, oldest first; flying[i] those of segments that
-	// departed and are not yet reported delivered.
-	queued, flying fifos
+	// levels holds, per rail, the levels of the segments now in the
+	// rail's queue (queued FIFO, qcap entries from i*(qcap+fcap)) and of
+	// those that departed and are not yet reported delivered (flying
+	// FIFO, fcap entries after it), oldest first. Both capacities are
+	// powers of two.
+	levels     []uint8
+	qcap, fcap int32
 	// observed is set by the first Delivered: from then on the delay is
 	// learned at delivery, not at departure.
 	observed bool
@@ -38,70 +40,82 @@ type improved struct {
 	decisions, explorations uint64
 }
 
-// fifos is one bounded FIFO of levels per rail, in one backing array.
-type fifos struct {
-	buf              []int16
-	cap              int
-	head, size, skip []int
+// railRec is what the improved preset keeps per rail, in one place.
+type railRec struct {
+	perLvl float64 // learned delay per level step, for unseen entries
+	has    bool    // whether perLvl has a sample
+	level  int32   // level at the last decision
+	queued fifo
+	flying fifo
 }
 
-func newFifos(m, capacity int) fifos {
-	return fifos{buf: make([]int16, m*capacity), cap: capacity,
-		head: make([]int, m), size: make([]int, m), skip: make([]int, m)}
-}
-
-// push appends l to rail i's FIFO. When it is full the oldest entry is
-// forgotten, and the pop that would have returned it is skipped, so that
-// later pops stay matched with their segments.
-func (f *fifos) push(i, l int) {
-	if f.size[i] == f.cap {
-		f.head[i] = (f.head[i] + 1) % f.cap
-		f.size[i]--
-		f.skip[i]++
-	}
-	f.buf[i*f.cap+(f.head[i]+f.size[i])%f.cap] = int16(l)
-	f.size[i]++
-}
-
-// pop removes and returns the oldest level of rail i; ok is false when
-// there is none or this pop is one to skip.
-func (f *fifos) pop(i int) (l int, ok bool) {
-	if f.skip[i] > 0 {
-		f.skip[i]--
-		return 0, false
-	}
-	if f.size[i] == 0 {
-		return 0, false
-	}
-	l = int(f.buf[i*f.cap+f.head[i]])
-	f.head[i] = (f.head[i] + 1) % f.cap
-	f.size[i]--
-	return l, true
-}
-
-// trim keeps the newest n entries of rail i.
-func (f *fifos) trim(i, n int) {
-	if d := f.size[i] - n; d > 0 {
-		f.head[i] = (f.head[i] + d) % f.cap
-		f.size[i] = n
-	}
-}
-
-func (f *fifos) clear(i int) { f.size[i], f.skip[i] = 0, 0 }
+// fifo is the position of one bounded FIFO of levels. When it is full the
+// oldest entry is forgotten, and the pop that would have returned it is
+// skipped, so that later pops stay matched with their segments.
+type fifo struct{ head, n, skip int32 }
 
 // flyingFactor sizes the in-flight FIFOs relative to History: segments
 // that left the queue but are not acknowledged yet (socket buffers, the
 // network) can outnumber the queued ones.
-const flyingFactor = 16
+const flyingFactor = 4
+
+func pow2(n int) int32 {
+	p := int32(1)
+	for int(p) < n {
+		p <<= 1
+	}
+	return p
+}
 
 func newImproved(base sched.Config, prm params) *improved {
 	m, k := base.Rails, prm.k
-	return &improved{
+	s := &improved{
 		m: m, k: k, prm: prm, rnd: base.Rand,
-		q: make([]float64, m*k), seen: make([]bool, m*k),
-		perLvl: make([]float64, m), has: make([]bool, m), levels: make([]int, m),
-		queued: newFifos(m, prm.history), flying: newFifos(m, prm.history*flyingFactor),
+		q: make([]float64, m*k), rails: make([]railRec, m),
+		qcap: pow2(prm.history), fcap: pow2(prm.history * flyingFactor),
 	}
+	for i := range s.q {
+		s.q[i] = math.NaN()
+	}
+	s.levels = make([]uint8, m*int(s.qcap+s.fcap))
+	return s
+}
+
+// push appends level l to FIFO f of capacity c stored at buf.
+func push(f *fifo, buf []uint8, c int32, l int) {
+	if f.n == c {
+		f.head = (f.head + 1) & (c - 1)
+		f.n--
+		f.skip++
+	}
+	buf[(f.head+f.n)&(c-1)] = uint8(l)
+	f.n++
+}
+
+// pop removes and returns the oldest level of FIFO f; ok is false when
+// there is none or this pop is one to skip.
+func pop(f *fifo, buf []uint8, c int32) (l int, ok bool) {
+	if f.skip > 0 {
+		f.skip--
+		return 0, false
+	}
+	if f.n == 0 {
+		return 0, false
+	}
+	l = int(buf[f.head])
+	f.head = (f.head + 1) & (c - 1)
+	f.n--
+	return l, true
+}
+
+func (s *improved) qbuf(i int) []uint8 {
+	o := i * int(s.qcap+s.fcap)
+	return s.levels[o : o+int(s.qcap)]
+}
+
+func (s *improved) fbuf(i int) []uint8 {
+	o := i*int(s.qcap+s.fcap) + int(s.qcap)
+	return s.levels[o : o+int(s.fcap)]
 }
 
 func (s *improved) Name() string { return Name }
@@ -122,11 +136,11 @@ func (s *improved) level(r *sched.RailState) int {
 // rail's delay per level; a rail with no sample at all is worth 0, so it
 // is tried (optimism in the face of uncertainty).
 func (s *improved) value(i, l int) float64 {
-	if c := i*s.k + l; s.seen[c] {
-		return s.q[c]
+	if v := s.q[i*s.k+l]; v == v { // not NaN: seen
+		return v
 	}
-	if s.has[i] {
-		return s.perLvl[i] * float64(l+1)
+	if r := &s.rails[i]; r.has {
+		return r.perLvl * float64(l+1)
 	}
 	return 0
 }
@@ -140,14 +154,15 @@ func (s *improved) Pick(now int64, size int, rails []sched.RailState) int {
 		r := &rails[i]
 		// Forget decisions whose segments left the queue unreported (a
 		// rail that went down, a caller that drained a queue).
+		rec := &s.rails[i]
 		if !r.Up {
-			s.queued.clear(i)
-			s.flying.clear(i)
-		} else {
-			s.queued.trim(i, max(r.Queued, 0))
+			rec.queued, rec.flying = fifo{}, fifo{}
+		} else if d := rec.queued.n - int32(max(min(r.Queued, int(s.qcap)), 0)); d > 0 {
+			rec.queued.head = (rec.queued.head + d) & (s.qcap - 1)
+			rec.queued.n -= d
 		}
 		l := s.level(r)
-		s.levels[i] = l
+		rec.level = int32(l)
 		if !r.Up {
 			continue
 		}
@@ -196,14 +211,14 @@ func (s *improved) Pick(now int64, size int, rails []sched.RailState) int {
 			}
 		}
 	}
-	s.queued.push(best, s.levels[best])
+	push(&s.rails[best].queued, s.qbuf(best), s.qcap, int(s.rails[best].level))
 	return best
 }
 
 // step is the learned delay that one more level adds on rail i.
 func (s *improved) step(i int) float64 {
-	if s.has[i] {
-		return s.perLvl[i]
+	if r := &s.rails[i]; r.has {
+		return r.perLvl
 	}
 	return 0
 }
@@ -216,11 +231,12 @@ func (s *improved) Departed(now int64, rail int, size int, waited int64, rails [
 	if rail < 0 || rail >= s.m {
 		return
 	}
-	l, ok := s.queued.pop(rail)
+	rec := &s.rails[rail]
+	l, ok := pop(&rec.queued, s.qbuf(rail), s.qcap)
 	if !ok {
 		return
 	}
-	s.flying.push(rail, l)
+	push(&rec.flying, s.fbuf(rail), s.fcap, l)
 	if s.observed {
 		return
 	}
@@ -240,7 +256,7 @@ func (s *improved) Delivered(now int64, rail int, size int, delay int64, rails [
 		return
 	}
 	s.observed = true
-	if l, ok := s.flying.pop(rail); ok {
+	if l, ok := pop(&s.rails[rail].flying, s.fbuf(rail), s.fcap); ok {
 		s.learn(rail, l, float64(max(delay, 0)), rails)
 	}
 }
@@ -262,25 +278,26 @@ func (s *improved) learn(rail, l int, cost float64, rails []sched.RailState) {
 	}
 	beta := s.prm.beta
 	c := rail*s.k + l
-	if s.seen[c] {
-		s.q[c] += beta * (target - s.q[c])
+	if q := s.q[c]; q == q {
+		s.q[c] = q + beta*(target-q)
 	} else {
-		s.q[c], s.seen[c] = target, true
+		s.q[c] = target
 	}
 	per := target / float64(l+1)
-	if s.has[rail] {
-		s.perLvl[rail] += beta * (per - s.perLvl[rail])
+	if r := &s.rails[rail]; r.has {
+		r.perLvl += beta * (per - r.perLvl)
 	} else {
-		s.perLvl[rail], s.has[rail] = per, true
+		r.perLvl, r.has = per, true
 	}
 }
 
 // Explain reports each rail's level at the last decision and minus the
 // expected delay of a segment sent there, in seconds (so higher is better).
 func (s *improved) Explain(x *sched.Explanation) {
-	x.Levels = append(x.Levels[:0], s.levels...)
-	x.Values = x.Values[:0]
-	for i, l := range s.levels {
+	x.Levels, x.Values = x.Levels[:0], x.Values[:0]
+	for i := range s.rails {
+		l := int(s.rails[i].level)
+		x.Levels = append(x.Levels, l)
 		x.Values = append(x.Values, -s.value(i, l)/1e9)
 	}
 	x.Decisions, x.Explorations = s.decisions, s.explorations
