@@ -53,7 +53,6 @@ type Sim struct {
 	links []link
 	rails []rail
 	info  []railInfo
-	txq   []ring // dispatch timer: per rail, segments that left the queue and wait for the transmitter
 
 	segs    []segment
 	freeSeg []int32
@@ -120,6 +119,7 @@ type rail struct {
 	delay              int64
 	busySince          int64 // start of the current busy period
 	q                  ring  // send queue
+	release            int32 // dispatch timer: segments of q released by the last tick
 	prof               profile
 
 	rateT0            int64 // start of the current rate sample, -1 before the first
@@ -274,9 +274,6 @@ func (s *Sim) addLink(rails []Rail, group0 int) error {
 			prof: newProfile(r.RateBps, r.Load, s.sc.Seed, stream),
 		})
 		s.info = append(s.info, railInfo{nominal: r.RateBps, loads: r.Load, stream: stream})
-		if s.dispatch > 0 {
-			s.txq = append(s.txq, ring{})
-		}
 	}
 	s.links = append(s.links, L)
 	return nil
@@ -565,8 +562,9 @@ func (s *Sim) txDone(ri int32) {
 	// rl.cur still names the segment just sent, so that a next one keeps
 	// the rail's busy period going.
 	switch {
-	case s.dispatch > 0 && s.txq[ri].n > 0:
-		s.startService(rl, ri, s.txq[ri].pop())
+	case s.dispatch > 0 && rl.release > 0 && rl.q.n > 0:
+		rl.release--
+		s.startService(rl, ri, s.depart(L, rl))
 	case s.dispatch == 0 && rl.q.n > 0:
 		s.startService(rl, ri, s.depart(L, rl))
 	default:
@@ -606,15 +604,20 @@ func (s *Sim) tick(li int32) {
 	L := &s.links[li]
 	L.tick = false
 	for r := L.rail0; r < L.rail0+L.n; r++ {
+		// As in the transport: the tick releases what is queued now; the
+		// released segments stay in the queue (and count against its
+		// capacity) until the rail's transmitter takes them.
 		rl := &s.rails[r]
-		for rl.q.n > 0 {
-			s.txq[r].push(s.depart(L, rl))
-		}
-		if rl.cur < 0 && s.txq[r].n > 0 {
-			s.startService(rl, r, s.txq[r].pop())
+		rl.release = rl.q.n
+		if rl.cur < 0 && rl.release > 0 {
+			rl.release--
+			s.startService(rl, r, s.depart(L, rl))
 		}
 	}
-	s.wake(L)
+	s.wake(L) // may queue segments, which schedules the next tick
+	if L.tick {
+		return
+	}
 	for i := range L.states {
 		if L.states[i].Queued > 0 {
 			L.tick = true

@@ -84,6 +84,12 @@ type Config struct {
 	// probability halves: eps(t) = max(EpsilonMin, Epsilon*D/(D+t)). In
 	// [1, 1e9]. Default 1000.
 	EpsilonDecay float64
+	// WaitFactor decides when the improved preset waits for a full rail
+	// instead of using one with room: only when the full rail's expected
+	// delay times WaitFactor is below that of every rail with room
+	// (waiting blocks the sender, which delays the segments behind too).
+	// 0 never waits while a rail has room. In [0, 1e6]. Default 2.
+	WaitFactor *float64
 	// History is the capacity of each rail's record of queued decisions
 	// (improved preset), at least the largest queue depth the caller uses.
 	// In [1, 65536]. Default 64.
@@ -103,6 +109,7 @@ type params struct {
 	beta, gamma           float64
 	queueFactor, penalty  float64
 	randomTies            bool
+	waitFactor            float64
 	eps, epsMin, epsDecay float64
 	history               int
 }
@@ -110,7 +117,7 @@ type params struct {
 // Defaults returns the preset's defaults as a Config with every field set.
 func Defaults(p Preset) Config {
 	c := Config{K: 16, QueueFactor: 1, Penalty: F(4), Epsilon: F(0.02), EpsilonMin: F(0.002),
-		EpsilonDecay: 1000, History: 64}
+		EpsilonDecay: 1000, History: 64, WaitFactor: F(2)}
 	if p == Patent {
 		c.Beta, c.Gamma = F(0.1), F(0.8)
 	} else {
@@ -132,8 +139,8 @@ func (c Config) resolve(p Preset) (params, error) {
 	out := params{
 		k: c.K, beta: deref(c.Beta, d.Beta), queueFactor: c.QueueFactor,
 		gamma: deref(c.Gamma, d.Gamma), penalty: deref(c.Penalty, d.Penalty),
-		randomTies: c.RandomTies,
-		eps:        deref(c.Epsilon, d.Epsilon), epsMin: deref(c.EpsilonMin, d.EpsilonMin),
+		randomTies: c.RandomTies, waitFactor: deref(c.WaitFactor, d.WaitFactor),
+		eps: deref(c.Epsilon, d.Epsilon), epsMin: deref(c.EpsilonMin, d.EpsilonMin),
 		epsDecay: c.EpsilonDecay, history: c.History,
 	}
 	if out.k == 0 {
@@ -169,6 +176,8 @@ func (c Config) resolve(p Preset) (params, error) {
 		return out, fmt.Errorf("%w: %s: EpsilonMin = %v, need 0..Epsilon (%v)", ErrConfig, p, out.epsMin, out.eps)
 	case !in(out.epsDecay, 1, 1e9):
 		return out, fmt.Errorf("%w: %s: EpsilonDecay = %v, need 1..1e9 decisions", ErrConfig, p, out.epsDecay)
+	case !in(out.waitFactor, 0, 1e6):
+		return out, fmt.Errorf("%w: %s: WaitFactor = %v, need 0..1e6", ErrConfig, p, out.waitFactor)
 	case out.history < 1 || out.history > 65536:
 		return out, fmt.Errorf("%w: %s: History = %d, need 1..65536", ErrConfig, p, out.history)
 	}
@@ -178,11 +187,11 @@ func (c Config) resolve(p Preset) (params, error) {
 func in(x, lo, hi float64) bool { return x >= lo && x <= hi } // false for NaN
 
 // optionNames lists the keys ParseOptions accepts.
-const optionNames = "k, beta, gamma, queue-factor, penalty, random-ties, epsilon, epsilon-min, epsilon-decay, history"
+const optionNames = "k, beta, gamma, queue-factor, penalty, random-ties, epsilon, epsilon-min, epsilon-decay, wait-factor, history"
 
 // ParseOptions parses "key=value,key=value" (keys: k, beta, gamma,
 // queue-factor, penalty, random-ties, epsilon, epsilon-min, epsilon-decay,
-// history) into a Config. It checks syntax only; ranges are checked when a
+// wait-factor, history) into a Config. It checks syntax only; ranges are checked when a
 // scheduler is built (New).
 func ParseOptions(s string) (Config, error) {
 	var c Config
@@ -236,6 +245,8 @@ func ParseOptions(s string) (Config, error) {
 			c.EpsilonMin = F(x)
 		case "epsilon-decay":
 			c.EpsilonDecay = x
+		case "wait-factor":
+			c.WaitFactor = F(x)
 		default:
 			return c, fmt.Errorf("scheduler option %q: unknown key (keys: %s)", k, optionNames)
 		}

@@ -39,6 +39,8 @@ func TestConfigValidate(t *testing.T) {
 		{"no exploration", Improved, Config{Epsilon: F(0), EpsilonMin: F(0)}, ""},
 		{"epsilon decay", Improved, Config{EpsilonDecay: 0.5}, "EpsilonDecay = 0.5, need 1..1e9"},
 		{"history", Improved, Config{History: 70000}, "History = 70000, need 1..65536"},
+		{"wait factor", Improved, Config{WaitFactor: F(-1)}, "WaitFactor = -1, need 0..1e6"},
+		{"never wait", Improved, Config{WaitFactor: F(0)}, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -21,17 +21,18 @@ type improved struct {
 	prm  params
 	rnd  *rand.Rand
 
-	// q holds Q_i[l] at i*k+l: the expected delay in ns, NaN while the
-	// entry has no sample.
+	// q holds Q_i[l] at i*(k+1)+l: the expected delay in ns of a segment
+	// queued on rail i at level l, NaN while the entry has no sample. Level
+	// k stands for "rail i is full": the segment must first wait for room.
 	q     []float64
 	rails []railRec
 
-	// levels holds, per rail, the levels of the segments now in the
-	// rail's queue (queued FIFO, qcap entries from i*(qcap+fcap)) and of
-	// those that departed and are not yet reported delivered (flying
-	// FIFO, fcap entries after it), oldest first. Both capacities are
-	// powers of two.
-	levels     []uint8
+	// recs holds, per rail, a record (decision time << 8 | level) for
+	// each segment now in the rail's queue (queued FIFO, qcap entries from
+	// i*(qcap+fcap)) and for each that departed and is not yet reported
+	// delivered (flying FIFO, fcap entries after it), oldest first. Both
+	// capacities are powers of two.
+	recs       []uint64
 	qcap, fcap int32
 	// observed is set by the first Delivered: from then on the delay is
 	// learned at delivery, not at departure.
@@ -49,6 +50,25 @@ type railRec struct {
 	flying fifo
 }
 
+// argmin finds the rail of least value, ties to the lowest index or, with
+// RandomTies, to a uniformly chosen one.
+type argmin struct {
+	best, ties int
+	v          float64
+}
+
+func (a *argmin) offer(i int, v float64, s *improved) {
+	switch {
+	case a.best < 0 || v < a.v:
+		a.best, a.v, a.ties = i, v, 1
+	case v == a.v && s.prm.randomTies:
+		a.ties++
+		if s.rnd.IntN(a.ties) == 0 {
+			a.best = i
+		}
+	}
+}
+
 // fifo is the position of one bounded FIFO of levels. When it is full the
 // oldest entry is forgotten, and the pop that would have returned it is
 // skipped, so that later pops stay matched with their segments.
@@ -57,7 +77,7 @@ type fifo struct{ head, n, skip int32 }
 // flyingFactor sizes the in-flight FIFOs relative to History: segments
 // that left the queue but are not acknowledged yet (socket buffers, the
 // network) can outnumber the queued ones.
-const flyingFactor = 4
+const flyingFactor = 2
 
 func pow2(n int) int32 {
 	p := int32(1)
@@ -71,30 +91,33 @@ func newImproved(base sched.Config, prm params) *improved {
 	m, k := base.Rails, prm.k
 	s := &improved{
 		m: m, k: k, prm: prm, rnd: base.Rand,
-		q: make([]float64, m*k), rails: make([]railRec, m),
+		q: make([]float64, m*(k+1)), rails: make([]railRec, m),
 		qcap: pow2(prm.history), fcap: pow2(prm.history * flyingFactor),
 	}
 	for i := range s.q {
 		s.q[i] = math.NaN()
 	}
-	s.levels = make([]uint8, m*int(s.qcap+s.fcap))
+	s.recs = make([]uint64, m*int(s.qcap+s.fcap))
 	return s
 }
 
-// push appends level l to FIFO f of capacity c stored at buf.
-func push(f *fifo, buf []uint8, c int32, l int) {
+// record packs a decision's time and level.
+func record(now int64, l int) uint64 { return uint64(max(now, 0))<<8 | uint64(l) }
+
+// push appends record x to FIFO f of capacity c stored at buf.
+func push(f *fifo, buf []uint64, c int32, x uint64) {
 	if f.n == c {
 		f.head = (f.head + 1) & (c - 1)
 		f.n--
 		f.skip++
 	}
-	buf[(f.head+f.n)&(c-1)] = uint8(l)
+	buf[(f.head+f.n)&(c-1)] = x
 	f.n++
 }
 
-// pop removes and returns the oldest level of FIFO f; ok is false when
+// pop removes and returns the oldest record of FIFO f; ok is false when
 // there is none or this pop is one to skip.
-func pop(f *fifo, buf []uint8, c int32) (l int, ok bool) {
+func pop(f *fifo, buf []uint64, c int32) (x uint64, ok bool) {
 	if f.skip > 0 {
 		f.skip--
 		return 0, false
@@ -102,20 +125,20 @@ func pop(f *fifo, buf []uint8, c int32) (l int, ok bool) {
 	if f.n == 0 {
 		return 0, false
 	}
-	l = int(buf[f.head])
+	x = buf[f.head]
 	f.head = (f.head + 1) & (c - 1)
 	f.n--
-	return l, true
+	return x, true
 }
 
-func (s *improved) qbuf(i int) []uint8 {
+func (s *improved) qbuf(i int) []uint64 {
 	o := i * int(s.qcap+s.fcap)
-	return s.levels[o : o+int(s.qcap)]
+	return s.recs[o : o+int(s.qcap)]
 }
 
-func (s *improved) fbuf(i int) []uint8 {
+func (s *improved) fbuf(i int) []uint64 {
 	o := i*int(s.qcap+s.fcap) + int(s.qcap)
-	return s.levels[o : o+int(s.fcap)]
+	return s.recs[o : o+int(s.fcap)]
 }
 
 func (s *improved) Name() string { return Name }
@@ -136,7 +159,7 @@ func (s *improved) level(r *sched.RailState) int {
 // rail's delay per level; a rail with no sample at all is worth 0, so it
 // is tried (optimism in the face of uncertainty).
 func (s *improved) value(i, l int) float64 {
-	if v := s.q[i*s.k+l]; v == v { // not NaN: seen
+	if v := s.q[i*(s.k+1)+l]; v == v { // not NaN: seen
 		return v
 	}
 	if r := &s.rails[i]; r.has {
@@ -147,9 +170,8 @@ func (s *improved) value(i, l int) float64 {
 
 func (s *improved) Pick(now int64, size int, rails []sched.RailState) int {
 	m := min(len(rails), s.m)
-	best, ties, usable := -1, 0, 0
-	bestUsable := -1
-	var bestV, bestUsableV float64
+	usable := 0
+	room, full := argmin{best: -1}, argmin{best: -1}
 	for i := 0; i < m; i++ {
 		r := &rails[i]
 		// Forget decisions whose segments left the queue unreported (a
@@ -163,35 +185,26 @@ func (s *improved) Pick(now int64, size int, rails []sched.RailState) int {
 		}
 		l := s.level(r)
 		rec.level = int32(l)
-		if !r.Up {
-			continue
-		}
-		v := s.value(i, l)
-		if r.Full() {
-			// Waiting for room and then joining at the tail costs about
-			// one level more than the top level.
-			v += s.step(i)
-		} else {
-			usable++
-			if bestUsable < 0 || v < bestUsableV {
-				bestUsable, bestUsableV = i, v
-			}
-		}
 		switch {
-		case best < 0 || v < bestV:
-			best, bestV, ties = i, v, 1
-		case v == bestV && s.prm.randomTies:
-			ties++
-			if s.rnd.IntN(ties) == 0 {
-				best = i
-			}
+		case !r.Up:
+		case r.Full():
+			full.offer(i, s.value(i, s.k), s) // wait for room, then join the tail
+		default:
+			usable++
+			room.offer(i, s.value(i, l), s)
 		}
 	}
-	if best < 0 {
-		return -1 // no rail up
-	}
-	if rails[best].Full() && bestUsable >= 0 && bestUsableV <= bestV {
-		best = bestUsable // equal value: take the rail with room
+	best := room.best
+	switch {
+	case best < 0:
+		best = full.best // no rail has room: wait for the best full one
+		if best < 0 {
+			return -1 // no rail up
+		}
+	case full.best >= 0 && s.prm.waitFactor > 0 && full.v*s.prm.waitFactor < room.v:
+		// Waiting blocks the sender, so a full rail must be clearly
+		// faster than every rail with room to be waited for.
+		best = full.best
 	}
 	s.decisions++
 	eps := s.prm.eps * s.prm.epsDecay / (s.prm.epsDecay + float64(s.decisions))
@@ -211,60 +224,59 @@ func (s *improved) Pick(now int64, size int, rails []sched.RailState) int {
 			}
 		}
 	}
-	push(&s.rails[best].queued, s.qbuf(best), s.qcap, int(s.rails[best].level))
-	return best
-}
-
-// step is the learned delay that one more level adds on rail i.
-func (s *improved) step(i int) float64 {
-	if r := &s.rails[i]; r.has {
-		return r.perLvl
+	l := int(s.rails[best].level)
+	if rails[best].Full() {
+		l = s.k
 	}
-	return 0
+	push(&s.rails[best].queued, s.qbuf(best), s.qcap, record(now, l))
+	return best
 }
 
 // Departed moves the segment's record from the queue to the in-flight
 // FIFO. Until the caller has reported a delivery it also learns from the
-// segment now: its delay is taken as the time it waited in the queue plus
-// its transmission time at the rail's measured rate (when known).
+// segment now, its delay being the time since the decision plus its
+// transmission time at the rail's measured rate (when known).
 func (s *improved) Departed(now int64, rail int, size int, waited int64, rails []sched.RailState) {
 	if rail < 0 || rail >= s.m {
 		return
 	}
 	rec := &s.rails[rail]
-	l, ok := pop(&rec.queued, s.qbuf(rail), s.qcap)
+	x, ok := pop(&rec.queued, s.qbuf(rail), s.qcap)
 	if !ok {
 		return
 	}
-	push(&rec.flying, s.fbuf(rail), s.fcap, l)
+	push(&rec.flying, s.fbuf(rail), s.fcap, x)
 	if s.observed {
 		return
 	}
-	cost := float64(max(waited, 0))
+	var tx float64
 	if rail < len(rails) {
 		if rate := rails[rail].RateBps; rate > 0 && !math.IsInf(rate, 0) {
-			cost += float64(size) * 8e9 / rate
+			tx = float64(size) * 8e9 / rate
 		}
 	}
-	s.learn(rail, l, cost, rails)
+	s.learn(rail, x, now, tx, rails)
 }
 
-// Delivered learns from the segment's own delay, from queueing to the
-// peer's confirmation.
+// Delivered learns from the segment's own delay, from the decision to the
+// peer's confirmation (the caller's delay, which starts when the segment
+// was queued, is not used: a segment may have waited for room first).
 func (s *improved) Delivered(now int64, rail int, size int, delay int64, rails []sched.RailState) {
 	if rail < 0 || rail >= s.m {
 		return
 	}
 	s.observed = true
-	if l, ok := pop(&s.rails[rail].flying, s.fbuf(rail), s.fcap); ok {
-		s.learn(rail, l, float64(max(delay, 0)), rails)
+	if x, ok := pop(&s.rails[rail].flying, s.fbuf(rail), s.fcap); ok {
+		s.learn(rail, x, now, 0, rails)
 	}
 }
 
-// learn updates Q_rail[l] towards the measured delay cost (plus, with
+// learn updates Q_rail[l] for the decision recorded in x towards its
+// measured delay, now minus the decision time plus extra (plus, with
 // gamma > 0, the discounted best value of the state the rails are in now).
-func (s *improved) learn(rail, l int, cost float64, rails []sched.RailState) {
-	target := cost
+func (s *improved) learn(rail int, x uint64, now int64, extra float64, rails []sched.RailState) {
+	l := int(x & 0xff)
+	target := float64(max(now-int64(x>>8), 0)) + extra
 	if g := s.prm.gamma; g > 0 {
 		bestNext := math.Inf(1)
 		for i := 0; i < min(len(rails), s.m); i++ {
@@ -277,7 +289,7 @@ func (s *improved) learn(rail, l int, cost float64, rails []sched.RailState) {
 		}
 	}
 	beta := s.prm.beta
-	c := rail*s.k + l
+	c := rail*(s.k+1) + l
 	if q := s.q[c]; q == q {
 		s.q[c] = q + beta*(target-q)
 	} else {

@@ -153,10 +153,10 @@ func TestPatentMatchesReference(t *testing.T) {
 // refImproved transcribes the improved preset without exploration.
 type refImproved struct {
 	m, k           int
-	beta           float64
-	q              map[[2]int]float64 // {rail, level} -> delay
+	beta, wait     float64
+	q              map[[2]int]float64 // {rail, level} -> delay; level k = "was full"
 	per            map[int]float64
-	queued, flying [][]int
+	queued, flying [][][2]int64 // per rail: {level, decision time}
 	observed       bool
 }
 
@@ -174,9 +174,10 @@ func (p *refImproved) value(i, l int) float64 {
 	return 0
 }
 
-// pick: the up rail of least expected delay, where a full rail costs one
-// level step more; a rail with room wins ties against a full one.
-func (p *refImproved) pick(rails []sched.RailState) int {
+// pick: the rail with room of least expected delay, unless a full rail's
+// expected delay (its "full" entry) times the wait factor is smaller, or no
+// rail has room.
+func (p *refImproved) pick(now int64, rails []sched.RailState) int {
 	for i, r := range rails {
 		if !r.Up {
 			p.queued[i], p.flying[i] = nil, nil
@@ -184,35 +185,38 @@ func (p *refImproved) pick(rails []sched.RailState) int {
 			p.queued[i] = p.queued[i][len(p.queued[i])-r.Queued:]
 		}
 	}
-	v := func(i int) float64 {
-		x := p.value(i, p.level(rails[i]))
+	lvl := func(i int) int {
 		if rails[i].Queued >= rails[i].QueueCap {
-			x += p.per[i] // 0 when unknown
+			return p.k
 		}
-		return x
+		return p.level(rails[i])
 	}
-	best, bestRoom := -1, -1
+	v := func(i int) float64 { return p.value(i, lvl(i)) }
+	bestFull, bestRoom := -1, -1
 	for i, r := range rails {
 		if !r.Up {
 			continue
 		}
-		if best < 0 || v(i) < v(best) {
-			best = i
-		}
-		if r.Queued < r.QueueCap && (bestRoom < 0 || v(i) < v(bestRoom)) {
+		if r.Queued >= r.QueueCap {
+			if bestFull < 0 || v(i) < v(bestFull) {
+				bestFull = i
+			}
+		} else if bestRoom < 0 || v(i) < v(bestRoom) {
 			bestRoom = i
 		}
 	}
-	if best >= 0 && rails[best].Queued >= rails[best].QueueCap && bestRoom >= 0 && v(bestRoom) <= v(best) {
-		best = bestRoom
+	best := bestRoom
+	if best < 0 || (bestFull >= 0 && p.wait > 0 && v(bestFull)*p.wait < v(bestRoom)) {
+		best = bestFull
 	}
 	if best >= 0 {
-		p.queued[best] = append(p.queued[best], p.level(rails[best]))
+		p.queued[best] = append(p.queued[best], [2]int64{int64(lvl(best)), now})
 	}
 	return best
 }
 
-func (p *refImproved) learn(rail, l int, cost float64) {
+func (p *refImproved) learn(rail int, rec [2]int64, cost float64) {
+	l := int(rec[0])
 	key := [2]int{rail, l}
 	if old, ok := p.q[key]; ok {
 		p.q[key] = old + p.beta*(cost-old)
@@ -226,31 +230,31 @@ func (p *refImproved) learn(rail, l int, cost float64) {
 	}
 }
 
-func (p *refImproved) departed(rail, size int, waited int64, rails []sched.RailState) {
+func (p *refImproved) departed(now int64, rail, size int, rails []sched.RailState) {
 	if len(p.queued[rail]) == 0 {
 		return
 	}
-	l := p.queued[rail][0]
+	rec := p.queued[rail][0]
 	p.queued[rail] = p.queued[rail][1:]
-	p.flying[rail] = append(p.flying[rail], l)
+	p.flying[rail] = append(p.flying[rail], rec)
 	if p.observed {
 		return
 	}
-	cost := float64(waited)
+	cost := float64(now - rec[1])
 	if rails[rail].RateBps > 0 {
 		cost += float64(size) * 8e9 / rails[rail].RateBps
 	}
-	p.learn(rail, l, cost)
+	p.learn(rail, rec, cost)
 }
 
-func (p *refImproved) delivered(rail int, delay int64) {
+func (p *refImproved) delivered(now int64, rail int) {
 	p.observed = true
 	if len(p.flying[rail]) == 0 {
 		return
 	}
-	l := p.flying[rail][0]
+	rec := p.flying[rail][0]
 	p.flying[rail] = p.flying[rail][1:]
-	p.learn(rail, l, float64(delay))
+	p.learn(rail, rec, float64(now-rec[1]))
 }
 
 func TestImprovedMatchesReference(t *testing.T) {
@@ -259,29 +263,32 @@ func TestImprovedMatchesReference(t *testing.T) {
 		k := rapid.IntRange(2, 64).Draw(t, "k")
 		qcap := rapid.IntRange(1, 40).Draw(t, "qcap")
 		beta := rapid.Float64Range(0, 1).Draw(t, "beta")
-		s, err := New(Improved, sched.Config{Rails: m}, Config{K: k, Beta: F(beta), Epsilon: F(0), EpsilonMin: F(0)})
+		wait := rapid.SampledFrom([]float64{0, 0.5, 1, 4}).Draw(t, "wait")
+		s, err := New(Improved, sched.Config{Rails: m}, Config{K: k, Beta: F(beta), Epsilon: F(0), EpsilonMin: F(0), WaitFactor: F(wait)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ob := s.(sched.DeliveryObserver)
-		ref := &refImproved{m: m, k: k, beta: beta, q: map[[2]int]float64{}, per: map[int]float64{},
-			queued: make([][]int, m), flying: make([][]int, m)}
+		ref := &refImproved{m: m, k: k, beta: beta, wait: wait, q: map[[2]int]float64{}, per: map[int]float64{},
+			queued: make([][][2]int64, m), flying: make([][][2]int64, m)}
+		var now int64
 		for step := range rapid.IntRange(1, 80).Draw(t, "steps") {
+			now += rapid.Int64Range(0, 20e6).Draw(t, "dt")
 			rails := genRails(t, m, qcap, "")
 			switch rapid.IntRange(0, 3).Draw(t, "op") {
 			case 0:
 				r := rapid.IntRange(0, m-1).Draw(t, "rail")
 				w := rapid.Int64Range(0, 50e6).Draw(t, "waited")
 				size := rapid.IntRange(1, 1<<20).Draw(t, "size")
-				s.Departed(int64(step), r, size, w, rails)
-				ref.departed(r, size, w, rails)
+				s.Departed(now, r, size, w, rails)
+				ref.departed(now, r, size, rails)
 			case 1:
 				r := rapid.IntRange(0, m-1).Draw(t, "rail")
 				d := rapid.Int64Range(0, 50e6).Draw(t, "delay")
-				ob.Delivered(int64(step), r, 1000, d, rails)
-				ref.delivered(r, d)
+				ob.Delivered(now, r, 1000, d, rails)
+				ref.delivered(now, r)
 			default:
-				got, want := s.Pick(int64(step), 1000, rails), ref.pick(rails)
+				got, want := s.Pick(now, 1000, rails), ref.pick(now, rails)
 				if got != want {
 					t.Fatalf("step %d: Pick = %d, reference %d", step, got, want)
 				}
@@ -341,10 +348,12 @@ func TestExplorationDecays(t *testing.T) {
 	}
 	rails := []sched.RailState{{Up: true, QueueCap: 8}, {Up: true, QueueCap: 8}}
 	// Rail 1 is known to be slow, so the greedy choice is rail 0.
+	var now int64
 	counts := func(n int) (ones int) {
 		for range n {
-			a := s.Pick(0, 100, rails)
-			s.Departed(0, a, 100, int64(1+a*1000), rails)
+			now += 1e6
+			a := s.Pick(now, 100, rails)
+			s.Departed(now+int64(1+a*1000), a, 100, int64(1+a*1000), rails)
 			if a == 1 {
 				ones++
 			}
