@@ -91,8 +91,11 @@ type Config struct {
 	// 0 never waits while a rail has room. In [0, 1e6]. Default 2.
 	WaitFactor *float64
 	// History is the capacity of each rail's record of queued decisions
-	// (improved preset), at least the largest queue depth the caller uses.
-	// In [1, 65536]. Default 64.
+	// (improved preset), rounded up to a power of two; twice as many
+	// records of segments in flight are kept. It should be at least the
+	// caller's queue depth; when more are outstanding, the oldest records
+	// are dropped and those segments teach nothing. In [1, 65536].
+	// Default 64.
 	History int
 }
 
