@@ -82,7 +82,14 @@ func plotGoodput(path string, panels []goodputPanel) error {
 		}
 		grid[i/cols][i%cols] = pl
 	}
-	const panelW, panelH = 6.5 * vg.Inch, 3.2 * vg.Inch
+	return writeGrid(path, grid, 3.2*vg.Inch)
+}
+
+// writeGrid draws a grid of plots (nil cells stay empty), each panel
+// 6.5 inches wide and panelH high, aligned, into a PNG at path.
+func writeGrid(path string, grid [][]*plot.Plot, panelH vg.Length) error {
+	const panelW = 6.5 * vg.Inch
+	rows, cols := len(grid), len(grid[0])
 	img := vgimg.NewWith(vgimg.UseWH(vg.Length(cols)*panelW, vg.Length(rows)*panelH), vgimg.UseDPI(96))
 	dc := draw.New(img)
 	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4,

@@ -34,20 +34,7 @@ func plotSimShares(path string, rep simReport) error {
 		}
 		grid[i/cols][i%cols] = pl
 	}
-	const panelW, panelH = 6.5 * vg.Inch, 3.4 * vg.Inch
-	img := vgimg.NewWith(vgimg.UseWH(vg.Length(cols)*panelW, vg.Length(rows)*panelH), vgimg.UseDPI(96))
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4,
-		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
-	canvases := plot.Align(grid, tiles, dc)
-	for r := range grid {
-		for c, pl := range grid[r] {
-			if pl != nil {
-				pl.Draw(canvases[r][c])
-			}
-		}
-	}
-	return writePNG(path, img)
+	return writeGrid(path, grid, 3.4*vg.Inch)
 }
 
 func sharePlot(scenario string, r *sim.Result) (*plot.Plot, error) {
