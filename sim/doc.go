@@ -24,10 +24,14 @@
 // messages of at most EagerLimit bytes use a second lane and slip in
 // between, like the live transport's eager sends. A rail's transmitter
 // takes the head of its queue as soon as it is idle (or, with a
-// DispatchInterval, takes everything queued at each tick of the patent's
-// dispatch timer), calls Departed with the segment's queueing delay, and
-// transmits it; the segment arrives after the rail's delay. A message
-// completes when its last byte arrives.
+// DispatchInterval, only the segments queued at the last tick of the
+// patent's dispatch timer, which stay in the queue until taken, as in the
+// transport), calls Departed with the segment's queueing delay, and
+// transmits it; the segment arrives after the rail's delay. A scheduler
+// that implements sched.DeliveryObserver is told of the arrival one
+// propagation delay later (the transport's acknowledgement), with the
+// segment's delay since it was queued. A message completes when its last
+// byte arrives.
 //
 // RailState.RateBps is an estimate, measured as the live transport does:
 // bytes transmitted over at least RateWindow while the rail stayed busy,
@@ -58,6 +62,7 @@
 //	known_bandwidths         schedulers see rates as NominalBps (false)
 //	series_bin               time-series bin width (automatic)
 //	schedulers               list of names, or all (default)
+//	sched_options            {name: "key=value,..."} per scheduler
 //	rails: [{name, rate, delay, load: [...]}]
 //	  load {kind: step, at, fraction}
 //	  load {kind: onoff, period, duty, fraction, start}
