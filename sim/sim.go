@@ -508,7 +508,7 @@ func (s *Sim) Step(n int) bool {
 		return false
 	}
 	for range n {
-		if s.done || s.h.len() == 0 || s.h.ev[0].t > s.end {
+		if s.done || s.h.len() == 0 || s.h.first() > s.end {
 			s.over = true
 			s.endT = s.end
 			if s.done {
