@@ -13,9 +13,10 @@ import (
 // delay: from queueing to the peer's confirmation when the caller reports
 // deliveries (sched.DeliveryObserver), else its queueing delay plus its
 // transmission time at the rail's measured rate. It sends each segment
-// where that delay is smallest; it waits for a full rail only when even
-// that is expected to be faster than every rail with room; it explores
-// with a decaying probability. See docs/scheduler.md.
+// where that delay is smallest; it waits for a full rail only when that
+// is expected to be clearly faster than every rail with room (and returns
+// -1 when no rail has room); it explores with a decaying probability. See
+// docs/scheduler.md.
 type improved struct {
 	m, k int
 	prm  params
@@ -197,10 +198,9 @@ func (s *improved) Pick(now int64, size int, rails []sched.RailState) int {
 	best := room.best
 	switch {
 	case best < 0:
-		best = full.best // no rail has room: wait for the best full one
-		if best < 0 {
-			return -1 // no rail up
-		}
+		// No rail has room: wait for the next departure and decide then,
+		// when it is known which rail got room first.
+		return -1
 	case full.best >= 0 && s.prm.waitFactor > 0 && full.v*s.prm.waitFactor < room.v:
 		// Waiting blocks the sender, so a full rail must be clearly
 		// faster than every rail with room to be waited for.

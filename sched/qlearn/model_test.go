@@ -175,8 +175,8 @@ func (p *refImproved) value(i, l int) float64 {
 }
 
 // pick: the rail with room of least expected delay, unless a full rail's
-// expected delay (its "full" entry) times the wait factor is smaller, or no
-// rail has room.
+// expected delay (its "full" entry) times the wait factor is smaller; -1
+// when no rail has room.
 func (p *refImproved) pick(now int64, rails []sched.RailState) int {
 	for i, r := range rails {
 		if !r.Up {
@@ -206,7 +206,7 @@ func (p *refImproved) pick(now int64, rails []sched.RailState) int {
 		}
 	}
 	best := bestRoom
-	if best < 0 || (bestFull >= 0 && p.wait > 0 && v(bestFull)*p.wait < v(bestRoom)) {
+	if best >= 0 && bestFull >= 0 && p.wait > 0 && v(bestFull)*p.wait < v(bestRoom) {
 		best = bestFull
 	}
 	if best >= 0 {
@@ -299,7 +299,7 @@ func TestImprovedMatchesReference(t *testing.T) {
 
 // TestNeverABadRail checks the safety rules for both presets under random
 // states with exploration on: never a rail that is not up, and -1 only
-// when no rail is up.
+// when no rail is up (patent) or has room (improved).
 func TestNeverABadRail(t *testing.T) {
 	for _, p := range []Preset{Patent, Improved} {
 		t.Run(p.String(), func(t *testing.T) {
@@ -315,14 +315,15 @@ func TestNeverABadRail(t *testing.T) {
 					if rapid.Bool().Draw(t, "down") {
 						rails[rapid.IntRange(0, m-1).Draw(t, "which")].Up = false
 					}
-					anyUp := false
+					anyUp, anyRoom := false, false
 					for i := range rails {
 						anyUp = anyUp || rails[i].Up
+						anyRoom = anyRoom || rails[i].Usable()
 					}
 					got := s.Pick(int64(step), 100, rails)
 					switch {
 					case got == -1:
-						if anyUp {
+						if (p == Patent && anyUp) || (p == Improved && anyRoom) {
 							t.Fatalf("Pick = -1 with a rail available: %+v", rails)
 						}
 					case got < 0 || got >= m || !rails[got].Up:
