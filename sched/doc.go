@@ -15,6 +15,12 @@
 //   - "shortestqueue": join the queue that drains first, by
 //     (QueuedBytes+size)/rate among usable rails.
 //
+// The learning schedulers, "qlearn" and "qlearn-patent", live in package
+// sched/qlearn and register themselves here when it is imported. A
+// scheduler may also implement DeliveryObserver (it learns from each
+// segment's end-to-end delay) and Explainer (it reports its state levels
+// and values, for Stats).
+//
 // Every scheduler is pure: no I/O, no goroutines, no clock and no global
 // random source. Time comes in as the now argument (nanoseconds since an
 // arbitrary origin) and randomness only from Config.Rand, so the same
@@ -35,4 +41,7 @@
 //     rail once it has room (the blocking behaviour of CN101833479A and of
 //     static striping); do not silently send it elsewhere. Pick never
 //     returns a rail that is not up.
+//   - If the scheduler implements DeliveryObserver and you can tell when
+//     the peer has a segment, call Delivered once per segment, for each
+//     rail in the order its segments departed.
 package sched
