@@ -90,51 +90,34 @@ type Series struct {
 }
 
 // CapacityShares returns, per bin, each rail's fraction of the capacity
-// offered in the bin: the share an ideal split would give it.
-func (s *Series) CapacityShares() [][]float64 {
-	out := make([][]float64, len(s.CapacityBytes))
-	if len(out) == 0 {
-		return out
-	}
-	n := len(s.CapacityBytes[0])
-	for r := range out {
-		out[r] = make([]float64, n)
-	}
-	for i := range n {
-		var tot float64
-		for r := range s.CapacityBytes {
-			tot += s.CapacityBytes[r][i]
-		}
-		for r := range s.CapacityBytes {
-			out[r][i] = math.NaN()
-			if tot > 0 {
-				out[r][i] = s.CapacityBytes[r][i] / tot
-			}
-		}
-	}
-	return out
-}
+// offered in the bin: the share an ideal split would give it (NaN for a
+// bin with no capacity).
+func (s *Series) CapacityShares() [][]float64 { return fractions(s.CapacityBytes) }
 
 // Shares returns, per bin, each rail's fraction of the bytes delivered in
 // the bin (NaN for a bin in which nothing was delivered).
-func (s *Series) Shares() [][]float64 {
-	if len(s.Bytes) == 0 {
+func (s *Series) Shares() [][]float64 { return fractions(s.Bytes) }
+
+// fractions returns, per column i, each row's share of the column's sum
+// (NaN where the sum is 0); nil for no rows.
+func fractions[T int64 | float64](rows [][]T) [][]float64 {
+	if len(rows) == 0 {
 		return nil
 	}
-	out := make([][]float64, len(s.Bytes))
-	n := len(s.Bytes[0])
+	out := make([][]float64, len(rows))
+	n := len(rows[0])
 	for r := range out {
 		out[r] = make([]float64, n)
 	}
 	for i := range n {
-		var tot int64
-		for r := range s.Bytes {
-			tot += s.Bytes[r][i]
+		var tot T
+		for r := range rows {
+			tot += rows[r][i]
 		}
-		for r := range s.Bytes {
+		for r := range rows {
 			out[r][i] = math.NaN()
 			if tot > 0 {
-				out[r][i] = float64(s.Bytes[r][i]) / float64(tot)
+				out[r][i] = float64(rows[r][i]) / float64(tot)
 			}
 		}
 	}
