@@ -100,6 +100,33 @@ rails:
   - {name: r25, rate: 25mbit, delay: 10ms}
 traffic: {kind: bulk, size: 4MiB, window: 8}
 `,
+	"allreduce-64": `
+# Ring allreduce among 64 ranks with 1 MiB chunks (16 segments each), so
+# that a chunk is striped over the rank's rails: 2 to 4 rails drawn from
+# the template, rates scaled by a factor in [0.5, 1.5], random bursts of
+# background load on rails a and c. Three allreduces, back to back.
+name: allreduce-64
+duration: 60s
+rails:
+  - name: a
+    rate: 10gbit
+    delay: 10us
+    load: [{kind: poisson, gap: 50ms, length: 10ms, fraction: 0.8}]
+  - {name: b, rate: 10gbit, delay: 10us}
+  - name: c
+    rate: 4gbit
+    delay: 20us
+    load: [{kind: poisson, gap: 20ms, length: 5ms, fraction: 0.5}]
+  - {name: d, rate: 1gbit, delay: 50us}
+traffic:
+  kind: allreduce
+  ranks: 64
+  size: 64MiB
+  iterations: 3
+  rails_min: 2
+  rails_max: 4
+  rate_jitter: 0.5
+`,
 	"allreduce-1024": `
 # Ring allreduce among 1024 ranks. Each rank sends to its successor over
 # 2 to 4 rails drawn from the template below, each rate scaled by a factor
