@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/multirail/multirail/sched"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -156,7 +157,7 @@ func TestEmulatedRailsTransfer(t *testing.T) {
 // TestRailFailure breaks one rail's TCP connection in the middle of a
 // transfer: every message must still arrive whole, once, in order.
 func TestRailFailure(t *testing.T) {
-	for _, name := range []string{"roundrobin", "shortestqueue", "weighted"} {
+	for _, name := range sched.Names() {
 		t.Run(name, func(t *testing.T) {
 			a, b, links := emuPair(t, Config{Scheduler: name, SegmentSize: 4 << 10, QueueDepth: 8}, 300e6, 300e6, 300e6)
 			transfer(t, a, b, 60, 3, 200<<10, func() { links[1].BreakAll() })
