@@ -105,11 +105,13 @@ func writeGrid(path string, grid [][]*plot.Plot, panelH vg.Length) error {
 	return writePNG(path, img)
 }
 
-func goodputPlot(p goodputPanel, xmax, ymax float64) (*plot.Plot, error) {
+// timePlot returns an empty panel over time: axes from 0 to xmax and
+// ymax, plain ticks, a grid and the legend at the top left.
+func timePlot(title, xlabel, ylabel string, xmax, ymax float64) *plot.Plot {
 	pl := plot.New()
-	pl.Title.Text = p.Title
-	pl.X.Label.Text = "time (s)"
-	pl.Y.Label.Text = "goodput (Mbit/s)"
+	pl.Title.Text = title
+	pl.X.Label.Text = xlabel
+	pl.Y.Label.Text = ylabel
 	pl.X.Min, pl.X.Max = 0, xmax
 	pl.Y.Min, pl.Y.Max = 0, ymax
 	pl.X.Tick.Marker = plainTicks{}
@@ -120,6 +122,11 @@ func goodputPlot(p goodputPanel, xmax, ymax float64) (*plot.Plot, error) {
 	pl.Legend.XOffs = vg.Millimeter * 2
 	pl.Legend.YOffs = -vg.Millimeter
 	pl.Legend.ThumbnailWidth = vg.Millimeter * 6
+	return pl
+}
+
+func goodputPlot(p goodputPanel, xmax, ymax float64) (*plot.Plot, error) {
+	pl := timePlot(p.Title, "time (s)", "goodput (Mbit/s)", xmax, ymax)
 
 	total := make(plotter.XYs, len(p.T))
 	for i, t := range p.T {

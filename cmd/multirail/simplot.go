@@ -38,20 +38,8 @@ func plotSimShares(path string, rep simReport) error {
 }
 
 func sharePlot(scenario string, r *sim.Result) (*plot.Plot, error) {
-	pl := plot.New()
-	pl.Title.Text = fmt.Sprintf("%s: %s (%.1f %% efficiency)", scenario, r.Sched, 100*r.Efficiency)
-	pl.X.Label.Text = "virtual time (s)"
-	pl.Y.Label.Text = "share of bytes (%)"
-	pl.X.Min, pl.X.Max = 0, r.DurationS
-	pl.Y.Min, pl.Y.Max = 0, 140 // room for the legend above 100 %
-	pl.X.Tick.Marker = plainTicks{}
-	pl.Y.Tick.Marker = plainTicks{}
-	pl.Add(plotter.NewGrid())
-	pl.Legend.Top = true
-	pl.Legend.Left = true
-	pl.Legend.XOffs = vg.Millimeter * 2
-	pl.Legend.YOffs = -vg.Millimeter
-	pl.Legend.ThumbnailWidth = vg.Millimeter * 6
+	pl := timePlot(fmt.Sprintf("%s: %s (%.1f %% efficiency)", scenario, r.Sched, 100*r.Efficiency),
+		"virtual time (s)", "share of bytes (%)", r.DurationS, 140) // room for the legend above 100 %
 	bin := r.Series.BinS
 	shares, caps := r.Series.Shares(), r.Series.CapacityShares()
 	for i, rail := range r.Rails {
