@@ -1,11 +1,13 @@
 package multirail
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -26,6 +28,7 @@ const (
 	DefaultIdleTimeout      = 30 * time.Second
 	DefaultMaxHandshakes    = 128
 	DefaultEagerLimit       = 16 << 10
+	DefaultRailTimeout      = 500 * time.Millisecond
 	// AckDelay is how long a receiver may hold the acknowledgement of an
 	// eager message, waiting to piggyback it on a frame of its own.
 	AckDelay = time.Millisecond
@@ -98,6 +101,20 @@ type Config struct {
 	// IdleTimeout drops a rail on which nothing arrived for this long;
 	// idle rails send a ping every IdleTimeout/3. 0 means 30 s.
 	IdleTimeout time.Duration
+	// RailTimeout takes a rail out of service when segments sent on it
+	// have waited this long, plus four times the rail's recent
+	// acknowledgement delay, without any acknowledgement (a link that went
+	// down loses packets silently; TCP would retry for minutes), while
+	// another rail still works. Its segments are then sent on the other
+	// rails, and the dialing side reconnects the rail in the background
+	// (see docs/wire.md, "Rail rejoin"). 0 means 500 ms (at most
+	// IdleTimeout); allowed 10 ms to IdleTimeout.
+	RailTimeout time.Duration
+	// DialRail, when set, opens rail r's TCP connection in place of a
+	// net.Dialer bound to r.Local: for instance to dial from another network
+	// namespace, or through a proxy. It must honour ctx's deadline and
+	// cancellation. Dial only.
+	DialRail func(ctx context.Context, r Rail) (net.Conn, error)
 	// EagerLimit is the size up to which Send copies a message and returns
 	// once it is handed to a rail, without waiting for the peer's
 	// acknowledgement (MPI's eager protocol); larger messages are sent from
@@ -204,6 +221,12 @@ func (c Config) validate(dialing bool) (config, error) {
 	}
 	if c.IdleTimeout < 30*time.Millisecond {
 		return config{}, cfgErr("IdleTimeout", c.IdleTimeout, ">= 30ms")
+	}
+	if c.RailTimeout == 0 {
+		c.RailTimeout = min(DefaultRailTimeout, c.IdleTimeout)
+	}
+	if c.RailTimeout < 10*time.Millisecond || c.RailTimeout > c.IdleTimeout {
+		return config{}, cfgErr("RailTimeout", c.RailTimeout, fmt.Sprintf("10ms..IdleTimeout (%v)", c.IdleTimeout))
 	}
 	if c.DispatchInterval != 0 && (c.DispatchInterval < MinDispatchInterval || c.DispatchInterval > MaxDispatchInterval) {
 		return config{}, cfgErr("DispatchInterval", c.DispatchInterval, fmt.Sprintf("0 (continuous) or %v..%v", MinDispatchInterval, MaxDispatchInterval))

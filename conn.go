@@ -56,6 +56,7 @@ type segment struct {
 	payload []byte
 	msg     *outMsg
 	enq     int64   // ns since the connection started, when it entered the queue
+	sent    int64   // ns since the connection started, when it was written
 	owned   *[]byte // the eager copy of the payload, returned to eagerPool on ACK
 }
 
@@ -96,16 +97,21 @@ func (f *fifo) drain() []*segment {
 	return out
 }
 
-// rail is one TCP connection of a Conn and its two goroutines.
+// rail is one path of a Conn: its TCP connection and that connection's
+// two goroutines. After a failure the dialing side reconnects it (attach);
+// each connection is one generation (gen) of the rail.
 type rail struct {
 	idx     int
 	name    string
 	nominal float64
-	c       net.Conn
-	br      *hs.Reader
-	wake    chan struct{} // cap 1: work for the writer
-	wmu     sync.Mutex    // held by whoever writes on c
-	w       wstate        // guarded by wmu
+	// gen, c, br, readerDone and goneAway change only in attach, which
+	// holds rdMu, wmu and Conn.mu; holding any of them is enough to read.
+	gen  uint64
+	c    net.Conn
+	br   *hs.Reader
+	wake chan struct{} // cap 1: work for the writer
+	wmu  sync.Mutex    // held by whoever writes on c
+	w    wstate        // guarded by wmu
 	// ackTimer sends a delayed ACK (eager data, returned credit) unless a
 	// frame of ours carries it first.
 	ackTimer  *time.Timer
@@ -114,6 +120,9 @@ type rail struct {
 	creditDue atomic.Bool   // returned credit waits for an ACK
 
 	readerDone chan struct{} // closed when the reader goroutine exits
+	midFrame   atomic.Bool   // the reader has read part of a frame and waits for the rest
+	quietReads uint64        // br.Reads() at the supervisor's last look (supervisor only)
+	quietSince int64         // c.now() since when br.Reads() has not changed (supervisor only)
 	rdMu       sync.Mutex    // held by whoever reads c
 	rs         rstate        // guarded by rdMu
 	bgResume   chan struct{} // cap 1: the reader goroutine may read again
@@ -135,6 +144,15 @@ type rail struct {
 	rateT0      int64   // start of the current rate sample (c.now())
 	rateB0      int64   // ackedBytes at rateT0
 	busySince   int64   // c.now() since when the queue has been non-empty, 0 if empty
+	progressAt  int64   // c.now() of the last ACK progress, or when unacked became non-empty
+	ackDelay    float64 // smoothed time from writing a segment to its ACK, ns
+	attaching   bool    // attach is replacing the connection
+	rejoining   bool    // a rejoin attempt is running (dialing side)
+	noRejoin    bool    // the peer refused a rejoin: the session is gone there
+	nextTry     int64   // c.now() from which the next rejoin attempt may start
+	backoff     time.Duration
+	rejoins     uint64 // connections that replaced a failed one
+	lastErr     error  // why the rail last failed
 
 	// receive side and counters
 	received atomic.Uint64 // DATA frames received on this rail
@@ -164,9 +182,12 @@ type Conn struct {
 	sid     uint64
 	start   time.Time
 	rails   []*rail
-	peerMax uint64 // the largest message the peer accepts
+	peerMax uint64     // the largest message the peer accepts
+	peer    peerParams // what the peer announced; rejoins must match it
+	hooks   connHooks
 
 	mu            sync.Mutex
+	shutting      bool // shutdown has begun: no rail may be attached any more
 	sch           sched.Scheduler
 	states        []sched.RailState
 	changed       chan struct{} // closed and replaced on every change senders may wait for
@@ -222,7 +243,16 @@ type peerParams struct {
 	maxMsg uint64
 }
 
-func newConn(cfg config, session [16]byte, rails []railInit, peer peerParams, sch sched.Scheduler) (*Conn, error) {
+// connHooks connect a Conn to the side that made it.
+type connHooks struct {
+	// redial opens and authenticates a new connection for rail idx of the
+	// session (dialing side only; nil on the accepting side).
+	redial func(ctx context.Context, idx int) (net.Conn, error)
+	// onClose runs once when the connection shuts down.
+	onClose func()
+}
+
+func newConn(cfg config, session [16]byte, rails []railInit, peer peerParams, sch sched.Scheduler, hooks connHooks) (*Conn, error) {
 	re, err := reasm.New(reasm.Config{SegmentSize: peer.seg, MaxMessage: cfg.MaxMessageSize, Window: uint64(cfg.MaxReceiveBuffer), Alloc: allocRecv})
 	if err != nil {
 		return nil, err
@@ -233,6 +263,8 @@ func newConn(cfg config, session [16]byte, rails []railInit, peer peerParams, sc
 		sid:        sessionID(session),
 		start:      time.Now(),
 		peerMax:    peer.maxMsg,
+		peer:       peer,
+		hooks:      hooks,
 		sch:        sch,
 		states:     make([]sched.RailState, len(rails)),
 		changed:    make(chan struct{}),
@@ -264,8 +296,12 @@ func newConn(cfg config, session [16]byte, rails []railInit, peer peerParams, sc
 	}
 	for _, r := range c.rails {
 		c.wg.Add(2)
-		go c.writer(r)
+		go c.writer(r, 0)
 		go c.reader(r)
+	}
+	if len(c.rails) > 1 {
+		c.wg.Add(1)
+		go c.supervise()
 	}
 	if cfg.DispatchInterval > 0 {
 		tick, stop := dispatchTicker(cfg.DispatchInterval)
@@ -783,6 +819,17 @@ func (c *Conn) shutdown(err error, goAway bool) {
 		c.errMu.Lock()
 		c.err = err
 		c.errMu.Unlock()
+		c.mu.Lock()
+		c.shutting = true // from now on no attach swaps a rail's connection
+		goneAway := make([]chan struct{}, len(c.rails))
+		readerDone := make([]chan struct{}, len(c.rails))
+		for i, r := range c.rails {
+			goneAway[i], readerDone[i] = r.goneAway, r.readerDone
+		}
+		c.mu.Unlock()
+		if c.hooks.onClose != nil {
+			c.hooks.onClose()
+		}
 		if goAway {
 			code := wire.GoAwayClose
 			if errors.Is(err, ErrProtocol) {
@@ -801,18 +848,18 @@ func (c *Conn) shutdown(err error, goAway bool) {
 			for _, r := range c.rails {
 				r.signal()
 			}
-			for _, r := range c.rails {
+			for _, ch := range goneAway {
 				select {
-				case <-r.goneAway:
+				case <-ch:
 				case <-expired:
 				}
 			}
 			if code == wire.GoAwayClose {
 				// Read until the peer closes its ends, so that closing ours
 				// does not reset what the peer still has to read.
-				for _, r := range c.rails {
+				for _, ch := range readerDone {
 					select {
-					case <-r.readerDone:
+					case <-ch:
 					case <-expired:
 					}
 				}
@@ -826,10 +873,10 @@ func (c *Conn) shutdown(err error, goAway bool) {
 			c.pokeStop()
 		}
 		c.pokeMu.Unlock()
+		c.mu.Lock()
 		for _, r := range c.rails {
 			_ = r.c.Close()
 		}
-		c.mu.Lock()
 		for _, r := range c.rails {
 			// Segments are left to the garbage collector, not the pool: a
 			// writer may still hold them.
@@ -872,11 +919,13 @@ func (c *Conn) closedErrNonBlocking() error {
 	}
 }
 
-// railDown takes r out of service after err: its queued and unacknowledged
-// segments go to the other rails. With no rail left the connection fails.
-func (c *Conn) railDown(r *rail, err error) {
+// railDown takes r out of service after err on its connection of
+// generation gen (nothing happens if that connection was replaced since):
+// its queued and unacknowledged segments go to the other rails. With no
+// rail left the connection fails.
+func (c *Conn) railDown(r *rail, gen uint64, err error) {
 	c.mu.Lock()
-	if !r.up {
+	if !r.up || r.gen != gen {
 		c.mu.Unlock()
 		return
 	}
@@ -894,11 +943,18 @@ func (c *Conn) railDown(r *rail, err error) {
 	r.up = false
 	r.down.Store(true)
 	r.errs.Add(1)
+	r.lastErr = err
+	if tc, ok := r.c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0) // reset: what the kernel still holds is resent elsewhere
+	}
 	_ = r.c.Close()
+	r.signal() // the writer sees the rail down and exits
 	segs := r.unacked.drain()
 	segs = append(segs, r.queue.drain()...)
 	r.queuedBytes = 0
 	r.release = 0
+	r.busySince = 0
+	r.nextTry = c.now() // a reset connection may come back at once
 	if c.peerGoneLocked() && c.anyPeerDone() {
 		c.mu.Unlock()
 		c.peerClosed() // the other rails had said goodbye already
@@ -911,6 +967,15 @@ func (c *Conn) railDown(r *rail, err error) {
 		return
 	}
 	c.log.Warn("rail down; resending its segments on the others", "rail", r.name, "err", err, "segments", len(segs))
+	c.resendLocked(segs)
+	c.broadcast()
+	c.mu.Unlock()
+}
+
+// resendLocked queues segments taken off a failed rail on the rails that
+// are up, as the scheduler chooses. Caller holds c.mu; at least one rail is
+// up.
+func (c *Conn) resendLocked(segs []*segment) {
 	for _, s := range segs {
 		i := c.pickLocked(len(s.payload) + wire.DataHeaderSize)
 		if i < 0 {
@@ -921,8 +986,6 @@ func (c *Conn) railDown(r *rail, err error) {
 			c.rails[i].signal() // on the dispatch timer the next tick does it
 		}
 	}
-	c.broadcast()
-	c.mu.Unlock()
 }
 
 // peerGoneLocked reports whether every rail is down or was closed by the
@@ -1035,12 +1098,16 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 		if c.dispatched() && !w.draining {
 			limit = r.release
 		}
+		if r.unacked.len() == 0 {
+			r.progressAt = now // the rail's ACK clock starts with this batch
+		}
 		for len(w.batch) < limit && r.queue.len() > 0 && (n == 0 || n+len(r.queue.s[r.queue.head].payload) <= maxBatch) {
 			s := r.queue.pop()
 			sz := len(s.payload) + wire.DataHeaderSize
 			r.queuedBytes -= int64(sz)
 			n += sz
 			r.lastWait = now - s.enq
+			s.sent = now
 			r.unacked.push(s)
 			w.batch = append(w.batch, s)
 		}
@@ -1147,6 +1214,7 @@ func (c *Conn) tryFlush(r *rail, ctlOnly bool) {
 		r.signal()
 		return
 	}
+	gen := r.gen
 	_, err := c.writeBatch(r, ctlOnly)
 	pending := r.received.Load() != r.w.ackSent
 	c.mu.Lock()
@@ -1154,7 +1222,7 @@ func (c *Conn) tryFlush(r *rail, ctlOnly bool) {
 	c.mu.Unlock()
 	r.wmu.Unlock()
 	if err != nil && !errors.Is(err, errGoingAway) {
-		c.railDown(r, err)
+		c.railDown(r, gen, err)
 		return
 	}
 	if pending {
@@ -1165,7 +1233,7 @@ func (c *Conn) tryFlush(r *rail, ctlOnly bool) {
 // writer is the rail's writer goroutine: it drains the send queue with
 // scatter-gather writes and sends ACKs, credit and pings. Fast paths may
 // write in its place while holding r.wmu.
-func (c *Conn) writer(r *rail) {
+func (c *Conn) writer(r *rail, gen uint64) {
 	defer c.wg.Done()
 	defer close(r.goneAway)
 	ping := time.NewTicker(c.cfg.IdleTimeout / 3)
@@ -1203,7 +1271,7 @@ func (c *Conn) writer(r *rail) {
 		}
 		r.wmu.Unlock()
 		if err != nil {
-			c.railDown(r, err)
+			c.railDown(r, gen, err)
 			return
 		}
 	}
@@ -1345,7 +1413,7 @@ func (c *Conn) readFail(r *rail, err error) error {
 	if isProtocol(err) {
 		c.protocolError(r, err)
 	} else {
-		c.railDown(r, err)
+		c.railDown(r, r.gen, err)
 	}
 	return errRailDone
 }
@@ -1370,6 +1438,8 @@ func (c *Conn) readFrame(r *rail) error {
 		}
 		return c.readFail(r, err)
 	}
+	r.midFrame.Store(true) // the rest of the frame must follow
+	defer r.midFrame.Store(false)
 	h, err := wire.ParseHeader(rs.hb[:wire.HeaderSize], lim)
 	if err != nil {
 		return c.readFail(r, err)
@@ -1535,17 +1605,32 @@ func (c *Conn) ack(r *rail, a wire.Ack) error {
 	if a.Received < r.acked || a.Received-r.acked > uint64(r.unacked.len()) {
 		return fmt.Errorf("%w: ack of %d frames on rail %s, %d sent", ErrProtocol, a.Received, r.name, r.acked+uint64(r.unacked.len()))
 	}
+	if r.acked == a.Received {
+		if a.Credit > c.peerCredit {
+			c.peerCredit = a.Credit
+			c.broadcast()
+		}
+		return nil
+	}
 	bytes := 0
-	var now int64
-	if c.observer != nil && r.acked < a.Received {
-		now = c.now()
+	now := c.now()
+	if c.observer != nil {
 		c.fillStates()
 	}
+	r.progressAt = now
 	for r.acked < a.Received {
 		s := r.unacked.pop()
 		r.acked++
 		size := len(s.payload) + wire.DataHeaderSize
 		bytes += size
+		if r.acked == a.Received {
+			d := float64(now - s.sent)
+			if r.ackDelay == 0 {
+				r.ackDelay = d
+			} else {
+				r.ackDelay += 0.125 * (d - r.ackDelay)
+			}
+		}
 		if c.observer != nil {
 			c.observer.Delivered(now, r.idx, size, now-s.enq, c.states)
 		}
@@ -1595,6 +1680,11 @@ type RailStats struct {
 	RateBps float64
 	// Errors counts failures seen on the rail.
 	Errors uint64
+	// Rejoins counts the times a new TCP connection replaced the rail's
+	// failed one (see Config.RailTimeout).
+	Rejoins uint64
+	// LastError says why the rail last failed; empty if it never did.
+	LastError string
 	// Level is the scheduler's current state level for the rail (k_i in
 	// 0..k-1 for the Q-learning schedulers) and Value the scheduler's value
 	// of sending the next segment there (higher is preferred; the unit
@@ -1682,8 +1772,11 @@ func (c *Conn) Stats() Stats {
 			BytesSent: r.bytesOut.Load(), SegmentsSent: r.segsOut.Load(),
 			BytesReceived: r.bytesIn.Load(), SegmentsReceived: r.segsIn.Load(),
 			Queued: r.queue.len(), QueuedBytes: r.queuedBytes, InFlight: r.unacked.len(),
-			LastWait: time.Duration(r.lastWait), RateBps: r.rate, Errors: r.errs.Load(),
+			LastWait: time.Duration(r.lastWait), RateBps: r.rate, Errors: r.errs.Load(), Rejoins: r.rejoins,
 			Level: -1,
+		}
+		if r.lastErr != nil {
+			rs.LastError = r.lastErr.Error()
 		}
 		if r.rate > 0 {
 			segTime := float64(c.cfg.SegmentSize) * 8 / r.rate * 1e9

@@ -48,7 +48,7 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i].conn, results[i].ch, results[i].err = dialRail(ctx, c, r, i, session, deadline)
+			results[i].conn, results[i].ch, results[i].err = dialRail(ctx, c, r, i, session, deadline, 0)
 		}()
 	}
 	wg.Wait()
@@ -84,20 +84,46 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 		inits[i] = railInit{c: results[i].conn, name: r.Name, nominal: r.Bandwidth}
 	}
 	ch := results[0].ch
-	return newConn(c, session, inits, peerParams{seg: int(ch.SegmentSize), window: ch.Window, maxMsg: ch.MaxMessage}, sch)
+	peer := peerParams{seg: int(ch.SegmentSize), window: ch.Window, maxMsg: ch.MaxMessage}
+	redial := func(ctx context.Context, idx int) (net.Conn, error) {
+		conn, ch, err := dialRail(ctx, c, c.Rails[idx], idx, session, time.Now().Add(c.HandshakeTimeout), wire.HelloRejoin)
+		if err != nil {
+			return nil, err
+		}
+		if int(ch.SegmentSize) != peer.seg || ch.Window != peer.window || ch.MaxMessage != peer.maxMsg {
+			_ = conn.Close()
+			return nil, fmt.Errorf("%w: the peer's parameters changed", wire.ErrMalformed)
+		}
+		return conn, nil
+	}
+	return newConn(c, session, inits, peer, sch, connHooks{redial: redial})
 }
 
-func dialRail(ctx context.Context, c config, r Rail, idx int, session [16]byte, deadline time.Time) (net.Conn, wire.Challenge, error) {
-	d := net.Dialer{Deadline: deadline}
-	if r.Local != "" {
-		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(r.Local)}
+// dialRail opens rail idx of the session and runs the dialing side of its
+// handshake; flags is 0 for a new session or wire.HelloRejoin.
+func dialRail(ctx context.Context, c config, r Rail, idx int, session [16]byte, deadline time.Time, flags uint8) (net.Conn, wire.Challenge, error) {
+	connectBy := deadline
+	if flags&wire.HelloRejoin != 0 {
+		connectBy = time.Now().Add(min(rejoinConnectTimeout, c.HandshakeTimeout))
 	}
-	conn, err := d.DialContext(ctx, "tcp", r.Addr)
+	dctx, cancel := context.WithDeadline(ctx, connectBy)
+	var conn net.Conn
+	var err error
+	if c.DialRail != nil {
+		conn, err = c.DialRail(dctx, r)
+	} else {
+		var d net.Dialer
+		if r.Local != "" {
+			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(r.Local)}
+		}
+		conn, err = d.DialContext(dctx, "tcp", r.Addr)
+	}
+	cancel()
 	if err != nil {
 		return nil, wire.Challenge{}, err
 	}
 	hello := wire.Hello{
-		Version: wire.Version, Rail: uint16(idx), Rails: uint16(len(c.Rails)), Session: session,
+		Version: wire.Version, Flags: flags, Rail: uint16(idx), Rails: uint16(len(c.Rails)), Session: session,
 		SegmentSize: uint32(c.SegmentSize), Window: uint64(c.MaxReceiveBuffer), MaxMessage: uint64(c.MaxMessageSize),
 	}
 	_, _ = rand.Read(hello.Nonce[:])
@@ -124,6 +150,7 @@ type Listener struct {
 
 	mu       sync.Mutex
 	sessions map[[16]byte]*pending
+	live     map[[16]byte]*Conn // open connections, for rails that rejoin
 	closed   bool
 	done     chan struct{}
 	wg       sync.WaitGroup
@@ -150,7 +177,7 @@ func Listen(addr string, cfg Config) (*Listener, error) {
 		return nil, err
 	}
 	l := &Listener{cfg: c, ln: ln, slots: make(chan struct{}, c.MaxHandshakes), conns: make(chan *Conn, 16),
-		sessions: make(map[[16]byte]*pending), done: make(chan struct{})}
+		sessions: make(map[[16]byte]*pending), live: make(map[[16]byte]*Conn), done: make(chan struct{})}
 	l.wg.Add(1)
 	go l.acceptLoop()
 	return l, nil
@@ -262,6 +289,12 @@ func (l *Listener) join(conn net.Conn, h wire.Hello) {
 		_ = conn.Close()
 		return
 	}
+	if h.Flags&wire.HelloRejoin != 0 {
+		c := l.live[h.Session]
+		l.mu.Unlock()
+		l.rejoin(conn, h, c)
+		return
+	}
 	p := l.sessions[h.Session]
 	if p == nil {
 		p = &pending{rails: make([]net.Conn, h.Rails), hello: h}
@@ -318,7 +351,13 @@ func (l *Listener) join(conn net.Conn, h wire.Hello) {
 			return
 		}
 	}
-	c, err := newConn(l.cfg, h.Session, inits, peerParams{seg: int(h.SegmentSize), window: h.Window, maxMsg: h.MaxMessage}, sch)
+	id := h.Session
+	forget := func() {
+		l.mu.Lock()
+		delete(l.live, id)
+		l.mu.Unlock()
+	}
+	c, err := newConn(l.cfg, h.Session, inits, peerParams{seg: int(h.SegmentSize), window: h.Window, maxMsg: h.MaxMessage}, sch, connHooks{onClose: forget})
 	if err != nil {
 		log.Warn("session dropped", "err", err)
 		for _, rc := range p.rails {
@@ -326,11 +365,49 @@ func (l *Listener) join(conn net.Conn, h wire.Hello) {
 		}
 		return
 	}
+	l.mu.Lock()
+	if !l.closed {
+		l.live[id] = c
+	}
+	l.mu.Unlock()
 	select {
 	case l.conns <- c:
 	case <-l.done:
 		_ = c.Close()
 	}
+}
+
+// rejoin hands an authenticated connection that asks to replace a failed
+// rail to the open connection c of its session (nil if there is none).
+func (l *Listener) rejoin(conn net.Conn, h wire.Hello, c *Conn) {
+	log := l.cfg.Logger
+	why := ""
+	switch {
+	case c == nil:
+		why = "no open session with this id"
+	case len(c.rails) < 2:
+		why = "a single-rail session cannot replace its rail"
+	case int(h.Rails) != len(c.rails) || int(h.SegmentSize) != c.peer.seg || h.Window != c.peer.window || h.MaxMessage != c.peer.maxMsg:
+		why = "rail inconsistent with its session"
+	}
+	if why != "" {
+		log.Warn("rail rejoin refused; connection closed", "peer", conn.RemoteAddr(), "rail", h.Rail, "reason", why)
+		hs.Reject(conn, wire.RejectSession, why)
+		_ = conn.Close()
+		return
+	}
+	if err := hs.Welcome(conn, time.Now().Add(l.cfg.HandshakeTimeout)); err != nil {
+		log.Warn("welcome failed; rejoining rail closed", "peer", conn.RemoteAddr(), "rail", h.Rail, "err", err)
+		_ = conn.Close()
+		return
+	}
+	r := c.rails[h.Rail]
+	if err := c.attach(r, conn); err != nil {
+		log.Warn("rail rejoin failed; connection closed", "peer", conn.RemoteAddr(), "rail", h.Rail, "err", err)
+		_ = conn.Close()
+		return
+	}
+	c.log.Info("rail rejoined", "rail", r.name, "peer", conn.RemoteAddr())
 }
 
 func (l *Listener) dropLocked(id [16]byte, p *pending) {

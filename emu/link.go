@@ -73,6 +73,7 @@ type Link struct {
 	mu     sync.Mutex
 	closed bool
 	pairs  map[*pair]struct{}
+	upCh   chan struct{} // non-nil while the link is down; closed when it comes up
 }
 
 // NewLink starts a proxy on 127.0.0.1:0 that forwards to target
@@ -155,6 +156,42 @@ func (l *Link) Close() error {
 	return err
 }
 
+// SetDown takes the link down (true) or brings it back up (false), like
+// unplugging a cable: while down, nothing crosses the link in either
+// direction and new connections are accepted but not connected through;
+// bytes already on their way wait, as TCP's retransmissions would, and
+// flow once the link is up again. No endpoint sees an error.
+func (l *Link) SetDown(down bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case down && l.upCh == nil:
+		l.upCh = make(chan struct{})
+		l.log.Debug("emu link down")
+	case !down && l.upCh != nil:
+		close(l.upCh)
+		l.upCh = nil
+		l.log.Debug("emu link up")
+	}
+}
+
+// waitUp returns at once while the link is up; while it is down it waits
+// until it comes up (true) or done is closed (false).
+func (l *Link) waitUp(done <-chan struct{}) bool {
+	l.mu.Lock()
+	up := l.upCh
+	l.mu.Unlock()
+	if up == nil {
+		return true
+	}
+	select {
+	case <-up:
+		return true
+	case <-done:
+		return false
+	}
+}
+
 // BreakAll abruptly closes all current proxied connections (with a TCP
 // reset where the platform allows), for failure tests. Both endpoints of
 // each connection see an error. The listener keeps accepting.
@@ -194,6 +231,10 @@ func (l *Link) acceptLoop() {
 // until both directions are done.
 func (l *Link) handle(client *net.TCPConn) {
 	defer l.wg.Done()
+	if !l.waitUp(l.ctx.Done()) {
+		_ = client.Close()
+		return
+	}
 	ctx, cancel := context.WithTimeout(l.ctx, dialTimeout)
 	var d net.Dialer
 	sc, err := d.DialContext(ctx, "tcp", l.target)
@@ -393,6 +434,10 @@ func (d *direction) writeLoop() {
 		// oversleeping loses no capacity: a late writer catches up.
 		release := d.bucket.Reserve(c.at.Sub(epoch), c.n) + l.cfg.Delay
 		if w := release - time.Since(epoch); w > 0 && !sleep(w) {
+			d.q.release(c)
+			return
+		}
+		if !l.waitUp(d.p.done) {
 			d.q.release(c)
 			return
 		}

@@ -3,6 +3,7 @@ package rail
 import (
 	"io"
 	"net"
+	"sync/atomic"
 )
 
 // Reader reads a rail's frames with few system calls: a payload is read
@@ -16,7 +17,14 @@ type Reader struct {
 	r, w int
 	// ahead bounds the look-ahead of the next read (see LookAhead).
 	ahead int
+	// reads counts the system calls that returned data, for watchers on
+	// other goroutines that want to see a stream make progress.
+	reads atomic.Uint64
 }
+
+// Reads is the number of reads so far that returned data; it may be
+// called from any goroutine.
+func (b *Reader) Reads() uint64 { return b.reads.Load() }
 
 const (
 	bigRead   = 16 << 10
@@ -88,6 +96,9 @@ func (b *Reader) ReadFullN(p []byte) (int, error) {
 		}
 		n += m
 		b.w += k
+		if m+k > 0 {
+			b.reads.Add(1)
+		}
 		if err != nil {
 			if n == len(p) {
 				return n, nil // the error comes back on the next read

@@ -8,7 +8,7 @@ import (
 )
 
 // Version is the protocol version this package speaks.
-const Version = 1
+const Version = 2
 
 // Magic opens every HELLO body: it lets a server tell a multirail peer from
 // anything else that connects to its port.
@@ -153,6 +153,7 @@ func ParseHeader(b []byte, lim Limits) (Header, error) {
 // and states its parameters.
 type Hello struct {
 	Version     uint8
+	Flags       uint8  // HelloRejoin or 0
 	Rail        uint16 // index of this rail, < Rails
 	Rails       uint16 // number of rails in the session, >= 1
 	Session     [16]byte
@@ -162,11 +163,15 @@ type Hello struct {
 	MaxMessage  uint64 // largest message the dialer accepts
 }
 
+// HelloRejoin in Hello.Flags asks to replace a failed rail of a session
+// that is already open, instead of opening a new session.
+const HelloRejoin uint8 = 0x01
+
 // AppendHello appends a whole HELLO frame to b.
 func AppendHello(b []byte, m Hello) []byte {
 	b = appendHeader(b, TypeHello, 0, HelloSize)
 	b = append(b, Magic[:]...)
-	b = append(b, m.Version, 0)
+	b = append(b, m.Version, m.Flags)
 	b = binary.BigEndian.AppendUint16(b, m.Rail)
 	b = binary.BigEndian.AppendUint16(b, m.Rails)
 	b = append(b, 0, 0)
@@ -193,7 +198,11 @@ func ParseHello(body []byte) (Hello, error) {
 	if m.Version != Version {
 		return m, fmt.Errorf("%w: peer speaks version %d, this side speaks %d", ErrVersion, m.Version, Version)
 	}
-	if body[5] != 0 || body[10] != 0 || body[11] != 0 {
+	m.Flags = body[5]
+	if m.Flags&^HelloRejoin != 0 {
+		return m, malformed("unknown hello flags %#x", m.Flags)
+	}
+	if body[10] != 0 || body[11] != 0 {
 		return m, malformed("reserved hello bytes not zero")
 	}
 	m.Rail = binary.BigEndian.Uint16(body[6:8])

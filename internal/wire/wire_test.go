@@ -30,7 +30,7 @@ func seq32(start byte) (a [32]byte) {
 
 var (
 	testHello = Hello{
-		Version: Version, Rail: 2, Rails: 3,
+		Version: Version, Flags: HelloRejoin, Rail: 2, Rails: 3,
 		Session: seq16(0x00), Nonce: seq16(0x10),
 		SegmentSize: 64 << 10, Window: 1 << 30, MaxMessage: 1 << 24,
 	}
@@ -308,11 +308,11 @@ func TestGolden(t *testing.T) {
 		hex   string
 	}{
 		{"hello", AppendHello(nil, testHello),
-			"01000000" + "00000040" + "4d524c59" + "0100" + "0002" + "0003" + "0000" +
+			"01000000" + "00000040" + "4d524c59" + "0201" + "0002" + "0003" + "0000" +
 				"000102030405060708090a0b0c0d0e0f" + "101112131415161718191a1b1c1d1e1f" +
 				"00010000" + "0000000040000000" + "0000000001000000"},
 		{"challenge", AppendChallenge(nil, testChallenge),
-			"02000000" + "00000048" + "01000000" + "202122232425262728292a2b2c2d2e2f" +
+			"02000000" + "00000048" + "02000000" + "202122232425262728292a2b2c2d2e2f" +
 				"404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f" +
 				"00000200" + "ffffffffffffffff" + "0000000000100000"},
 		{"auth", AppendAuth(nil, testAuth),
@@ -543,14 +543,16 @@ func TestParseHelloRejects(t *testing.T) {
 		{"short", good[:HelloSize-1], false},
 		{"long", append(append([]byte{}, good...), 0), false},
 		{"version-0", m(func(b []byte) { b[4] = 0 }), true},
-		{"version-2", m(func(b []byte) { b[4] = 2 }), true},
+		{"version-1", m(func(b []byte) { b[4] = 1 }), true},
+		{"version-3", m(func(b []byte) { b[4] = 3 }), true},
 		{"version-255", m(func(b []byte) { b[4] = 255 }), true},
 		// A later version may use the reserved bytes: the version wins.
-		{"version-2-reserved", m(func(b []byte) { b[4] = 2; b[5] = 1; b[10] = 1; b[11] = 1 }), true},
-		{"version-2-rails-0", m(func(b []byte) { b[4] = 2; put16(b, 8, 0) }), true},
+		{"version-3-reserved", m(func(b []byte) { b[4] = 3; b[5] = 0xfe; b[10] = 1; b[11] = 1 }), true},
+		{"version-3-rails-0", m(func(b []byte) { b[4] = 3; put16(b, 8, 0) }), true},
 		// But without the magic it is not a multirail peer at all.
-		{"magic-and-version", m(func(b []byte) { b[0] = 'X'; b[4] = 2 }), false},
-		{"reserved-5", m(func(b []byte) { b[5] = 1 }), false},
+		{"magic-and-version", m(func(b []byte) { b[0] = 'X'; b[4] = 3 }), false},
+		{"flags-2", m(func(b []byte) { b[5] = 2 }), false},
+		{"flags-80", m(func(b []byte) { b[5] = 0x80 }), false},
 		{"reserved-10", m(func(b []byte) { b[10] = 1 }), false},
 		{"reserved-11", m(func(b []byte) { b[11] = 0x80 }), false},
 		{"rails-0", rails(0, 0), false},
@@ -593,8 +595,9 @@ func TestParseChallengeRejects(t *testing.T) {
 		{"short", good[:ChallengeSize-1], false},
 		{"long", append(append([]byte{}, good...), 0), false},
 		{"version-0", m(func(b []byte) { b[0] = 0 }), true},
-		{"version-2", m(func(b []byte) { b[0] = 2 }), true},
-		{"version-2-reserved", m(func(b []byte) { b[0] = 2; b[1] = 1 }), true},
+		{"version-1", m(func(b []byte) { b[0] = 1 }), true},
+		{"version-3", m(func(b []byte) { b[0] = 3 }), true},
+		{"version-3-reserved", m(func(b []byte) { b[0] = 3; b[1] = 1 }), true},
 		{"reserved-1", m(func(b []byte) { b[1] = 1 }), false},
 		{"reserved-2", m(func(b []byte) { b[2] = 1 }), false},
 		{"reserved-3", m(func(b []byte) { b[3] = 0x80 }), false},

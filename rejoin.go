@@ -1,0 +1,286 @@
+package multirail
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	hs "github.com/multirail/multirail/internal/rail"
+	"github.com/multirail/multirail/internal/wire"
+)
+
+// ErrRailStalled is the error a rail is taken down with when segments sent
+// on it went unacknowledged for longer than Config.RailTimeout allows, or
+// when a frame arriving on it stopped halfway for twice RailTimeout.
+var ErrRailStalled = errors.New("multirail: rail stalled: no acknowledgement")
+
+// Rejoin attempts of a failed rail back off from minBackoff to maxBackoff;
+// a TCP connect of an attempt gives up after rejoinConnectTimeout (a link
+// that is down drops the SYN silently).
+const (
+	minBackoff           = 50 * time.Millisecond
+	maxBackoff           = time.Second
+	rejoinConnectTimeout = time.Second
+)
+
+// superviseTick is how often a connection checks its rails for stalls
+// and starts rejoin attempts.
+func superviseTick(railTimeout time.Duration) time.Duration {
+	return min(max(railTimeout/4, 10*time.Millisecond), 100*time.Millisecond)
+}
+
+// stallLimit is how long r may go without ACK progress while segments are
+// in flight. Caller holds c.mu.
+func (c *Conn) stallLimit(r *rail) int64 {
+	if r.ackDelay == 0 {
+		return 4 * int64(c.cfg.RailTimeout) // no sample yet: be patient
+	}
+	return int64(c.cfg.RailTimeout) + int64(4*r.ackDelay)
+}
+
+// supervise runs on connections of two or more rails: it takes stalled
+// rails down while another rail works, and on the dialing side starts
+// rejoin attempts for rails that are down.
+func (c *Conn) supervise() {
+	defer c.wg.Done()
+	t := time.NewTicker(superviseTick(c.cfg.RailTimeout))
+	defer t.Stop()
+	type stall struct {
+		r   *rail
+		gen uint64
+		err error
+	}
+	var stalled []stall
+	for {
+		select {
+		case <-t.C:
+		case <-c.closed:
+			return
+		}
+		if c.goingAway.Load() != 0 {
+			continue
+		}
+		stalled = stalled[:0]
+		healthy := 0
+		c.mu.Lock()
+		if c.shutting {
+			c.mu.Unlock()
+			return
+		}
+		now := c.now()
+		for _, r := range c.rails {
+			if !r.up {
+				continue
+			}
+			if n := r.br.Reads(); n != r.quietReads || !r.midFrame.Load() {
+				r.quietReads, r.quietSince = n, now
+			}
+			switch {
+			case r.unacked.len() > 0 && now-r.progressAt > c.stallLimit(r):
+				// Sending side: what we sent is not acknowledged.
+				err := fmt.Errorf("%w for %v with %d segments in flight", ErrRailStalled,
+					time.Duration(now-r.progressAt).Round(time.Millisecond), r.unacked.len())
+				stalled = append(stalled, stall{r, r.gen, err})
+			case now-r.quietSince > 2*int64(c.cfg.RailTimeout):
+				// Receiving side: a frame stopped halfway. Its segment may
+				// have been resent on another rail already, and is held
+				// there until this read fails.
+				err := fmt.Errorf("%w: a frame stopped arriving halfway %v ago", ErrRailStalled,
+					time.Duration(now-r.quietSince).Round(time.Millisecond))
+				stalled = append(stalled, stall{r, r.gen, err})
+			default:
+				healthy++
+			}
+		}
+		if healthy == 0 {
+			// Nowhere to move the traffic: a peer that stopped reading
+			// altogether is the idle timeout's business.
+			stalled = stalled[:0]
+		}
+		if c.hooks.redial != nil {
+			for _, r := range c.rails {
+				if !r.up && !r.rejoining && !r.noRejoin && !r.peerDone && now >= r.nextTry {
+					r.rejoining = true
+					c.wg.Add(1) // c.wg counts this goroutine: no race with Close's Wait
+					go c.rejoin(r)
+				}
+			}
+		}
+		c.mu.Unlock()
+		for _, s := range stalled {
+			c.railDown(s.r, s.gen, s.err)
+		}
+	}
+}
+
+// rejoin makes one attempt to reconnect the failed rail r (dialing side).
+func (c *Conn) rejoin(r *rail) {
+	defer c.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	stop := context.AfterFunc(doneCtx{c.closed}, cancel)
+	nc, err := c.hooks.redial(ctx, r.idx)
+	stop()
+	cancel()
+	if err == nil {
+		if err = c.attach(r, nc); err != nil {
+			_ = nc.Close()
+		}
+	}
+	c.mu.Lock()
+	r.rejoining = false
+	if err == nil {
+		r.backoff = 0
+		c.mu.Unlock()
+		c.log.Info("rail rejoined", "rail", r.name)
+		return
+	}
+	r.backoff = min(max(2*r.backoff, minBackoff), maxBackoff)
+	r.nextTry = c.now() + int64(r.backoff)
+	var rj *hs.RejectedError
+	if errors.As(err, &rj) && rj.Code == wire.RejectSession {
+		r.noRejoin = true // the peer no longer has the session
+	}
+	give, backoff := r.noRejoin, r.backoff
+	c.mu.Unlock()
+	if give {
+		c.log.Warn("rail rejoin refused; not retrying", "rail", r.name, "err", err)
+	} else {
+		c.log.Debug("rail rejoin failed; will retry", "rail", r.name, "err", err, "retry_in", backoff)
+	}
+}
+
+// errReplaced is the LastError of a rail whose connection the peer replaced
+// before this side noticed it had failed.
+var errReplaced = errors.New("multirail: the peer reconnected the rail")
+
+// errAttaching means a rail is already being reconnected.
+var errAttaching = errors.New("multirail: rail is being reconnected")
+
+// attach makes nc, a connection whose handshake for rail r of this session
+// has completed, r's connection. If r is still up (the accepting side had
+// not noticed the failure the dialer reconnects for), the old connection is
+// closed and its unacknowledged segments are sent again on the new one.
+func (c *Conn) attach(r *rail, nc net.Conn) error {
+	c.mu.Lock()
+	if c.shutting || c.goingAway.Load() != 0 {
+		c.mu.Unlock()
+		return c.closedErr()
+	}
+	if r.attaching {
+		c.mu.Unlock()
+		return errAttaching
+	}
+	if r.peerDone {
+		c.mu.Unlock()
+		return ErrPeerClosed
+	}
+	r.attaching = true
+	if r.up {
+		r.up = false
+		r.down.Store(true)
+		r.errs.Add(1)
+		r.lastErr = errReplaced
+		_ = r.c.Close()
+		r.signal()
+		// Everything not acknowledged goes out again on the new
+		// connection, first; the receiver drops what it already has.
+		segs := append(r.unacked.drain(), r.queue.drain()...)
+		r.queuedBytes, r.release = 0, 0
+		for _, s := range segs {
+			r.queue.push(s)
+			r.queuedBytes += int64(len(s.payload) + wire.DataHeaderSize)
+		}
+		c.log.Warn("rail replaced by the peer's reconnection", "rail", r.name, "segments", len(segs))
+	}
+	oldW, oldR := r.goneAway, r.readerDone
+	c.mu.Unlock()
+
+	// The old connection's goroutines end once they see it closed.
+	wait := time.NewTimer(c.cfg.HandshakeTimeout)
+	defer wait.Stop()
+	for _, ch := range []chan struct{}{oldW, oldR} {
+		select {
+		case <-ch:
+		case <-c.closed:
+		case <-wait.C:
+		}
+	}
+
+	r.rdMu.Lock()
+	r.wmu.Lock()
+	c.mu.Lock()
+	var err error
+	select {
+	case <-oldW:
+		select {
+		case <-oldR:
+		default:
+			err = errors.New("multirail: the old connection's reader did not stop")
+		}
+	default:
+		err = errors.New("multirail: the old connection's writer did not stop")
+	}
+	if c.shutting || c.goingAway.Load() != 0 {
+		err = c.closedErr()
+	}
+	if err != nil {
+		r.attaching = false
+		// What waits in r's queue must not wait for a rail that is not
+		// coming back.
+		if segs := r.queue.drain(); len(segs) > 0 {
+			r.queuedBytes = 0
+			if c.anyUp() {
+				c.resendLocked(segs)
+			}
+		}
+		anyUp := c.anyUp()
+		c.mu.Unlock()
+		r.wmu.Unlock()
+		r.rdMu.Unlock()
+		if !anyUp {
+			c.shutdown(fmt.Errorf("%w (rail %s could not be reconnected: %v)", ErrAllRailsDown, r.name, err), false)
+		}
+		return err
+	}
+	now := c.now()
+	r.gen++
+	r.c = nc
+	r.br = hs.NewReader(nc, 64<<10)
+	r.w = wstate{}
+	r.rs = rstate{}
+	r.ackArmed.Store(false)
+	r.ackedOut.Store(0)
+	r.creditDue.Store(true) // the first ACK repeats the current credit
+	r.received.Store(0)
+	r.acked = 0
+	r.rate, r.rateT0, r.rateB0 = 0, 0, r.ackedBytes
+	r.notSent = notSentFor(0, c.cfg.SegmentSize)
+	hs.Tune(nc, r.notSent)
+	r.lastWait, r.ackDelay, r.progressAt = 0, 0, now
+	r.busySince = 0
+	if r.queue.len() > 0 {
+		r.busySince = now
+	}
+	r.goneAway = make(chan struct{})
+	r.readerDone = make(chan struct{})
+	select {
+	case <-r.bgResume:
+	default:
+	}
+	r.up = true
+	r.down.Store(false)
+	r.attaching = false
+	r.noRejoin = false
+	r.rejoins++
+	c.wg.Add(2) // under c.mu with shutting false: Close has not begun waiting
+	go c.writer(r, r.gen)
+	go c.reader(r)
+	c.broadcast()
+	c.mu.Unlock()
+	r.wmu.Unlock()
+	r.rdMu.Unlock()
+	r.signal()
+	return nil
+}
