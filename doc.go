@@ -42,7 +42,15 @@
 //
 // When a rail breaks, it is taken out of service and its queued and
 // unacknowledged segments are resent on the rails still up; the connection
-// carries on as long as one rail is left. Idle rails are kept alive with
+// carries on as long as one rail is left. A rail also counts as broken when
+// it stalls while another rail works: segments sent on it go
+// unacknowledged for Config.RailTimeout (plus four times its usual
+// acknowledgement delay), or a frame arriving on it stops halfway for twice
+// that; a link that went down loses packets without any error, and TCP
+// alone would retry for minutes. The dialing side then reconnects the rail
+// in the background (backoff 50 ms to 1 s) and, once the new connection
+// has passed the handshake, the rail carries traffic again
+// (RailStats.Rejoins, RailStats.LastError). Idle rails are kept alive with
 // pings, and a rail on which nothing arrives for Config.IdleTimeout is
 // dropped.
 //
