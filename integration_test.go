@@ -80,8 +80,9 @@ type sent struct {
 
 // transfer sends msgs messages of random sizes from a on tags 0..tags-1
 // (one goroutine per tag) and checks b receives each whole, once, in
-// per-tag order. midway is called once, after b got half of them.
-func transfer(t *testing.T, a, b *Conn, msgs, tags, maxSize int, midway func()) {
+// per-tag order. midway is called once, after b got half of them. It
+// returns the longest time b waited for a message after midway.
+func transfer(t *testing.T, a, b *Conn, msgs, tags, maxSize int, midway func()) time.Duration {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -116,11 +117,18 @@ func transfer(t *testing.T, a, b *Conn, msgs, tags, maxSize int, midway func()) 
 	}
 	total := tags * (msgs / tags)
 	next := make([]int, tags)
+	var last time.Time
+	var maxGap time.Duration
 	for i := 0; i < total; i++ {
 		if i == total/2 && midway != nil {
 			midway()
+			last = time.Now()
 		}
 		m, err := b.Recv(ctx)
+		if !last.IsZero() {
+			maxGap = max(maxGap, time.Since(last))
+			last = time.Now()
+		}
 		if err != nil {
 			t.Fatalf("recv %d of %d: %v", i, total, err)
 		}
@@ -142,6 +150,7 @@ func transfer(t *testing.T, a, b *Conn, msgs, tags, maxSize int, midway func()) 
 	for err := range errc {
 		t.Fatal(err)
 	}
+	return maxGap
 }
 
 func TestEmulatedRailsTransfer(t *testing.T) {
