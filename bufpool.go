@@ -3,6 +3,7 @@ package multirail
 import (
 	"math/bits"
 	"sync"
+	"sync/atomic"
 )
 
 // Receive buffers come from power-of-two size classes from 4 KiB to
@@ -19,10 +20,18 @@ type bufClass struct {
 }
 
 // maxFree bounds the buffers kept per class (and the bytes: at most
-// 64 MiB per class).
+// 64 MiB per class, and maxPooled in all).
 func maxFree(class int) int { return max(1, min(64, (64<<20)>>(class+minClassShift))) }
 
 var bufClasses [maxClassShift - minClassShift + 1]bufClass
+
+// maxPooled bounds the bytes kept for reuse in all classes together, so
+// that a peer sending many large messages cannot make the process keep
+// them after the application released them.
+const maxPooled = 64 << 20
+
+// pooled is the bytes now kept in all classes.
+var pooled atomic.Int64
 
 func classOf(n int) int {
 	if n <= 1<<minClassShift {
@@ -44,6 +53,7 @@ func allocRecv(n int) []byte {
 		bc.free[k-1] = nil
 		bc.free = bc.free[:k-1]
 		bc.mu.Unlock()
+		pooled.Add(-int64(cap(b)))
 		return b[:n]
 	}
 	bc.mu.Unlock()
@@ -63,10 +73,17 @@ func (c *Conn) Release(data []byte) {
 	if cl >= len(bufClasses) {
 		return
 	}
+	if pooled.Add(int64(k)) > maxPooled {
+		pooled.Add(-int64(k)) // enough kept already: let the collector have it
+		return
+	}
 	bc := &bufClasses[cl]
 	bc.mu.Lock()
 	if len(bc.free) < maxFree(cl) {
 		bc.free = append(bc.free, data[:0])
+		bc.mu.Unlock()
+		return
 	}
 	bc.mu.Unlock()
+	pooled.Add(-int64(k))
 }

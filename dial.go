@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -151,6 +152,7 @@ type Listener struct {
 	mu       sync.Mutex
 	sessions map[[16]byte]*pending
 	live     map[[16]byte]*Conn // open connections, for rails that rejoin
+	perHost  map[netip.Addr]int  // handshakes in progress per source address (IPv6: per /64)
 	closed   bool
 	done     chan struct{}
 	wg       sync.WaitGroup
@@ -177,7 +179,7 @@ func Listen(addr string, cfg Config) (*Listener, error) {
 		return nil, err
 	}
 	l := &Listener{cfg: c, ln: ln, slots: make(chan struct{}, c.MaxHandshakes), conns: make(chan *Conn, 16),
-		sessions: make(map[[16]byte]*pending), live: make(map[[16]byte]*Conn), done: make(chan struct{})}
+		sessions: make(map[[16]byte]*pending), live: make(map[[16]byte]*Conn), perHost: make(map[netip.Addr]int), done: make(chan struct{})}
 	l.wg.Add(1)
 	go l.acceptLoop()
 	return l, nil
@@ -241,9 +243,25 @@ func (l *Listener) acceptLoop() {
 			}
 			continue
 		}
+		// One source address may hold at most perHostMax of the slots, so
+		// that a flood of half-open connections from one host does not lock
+		// everyone else out.
+		host := hostKey(conn.RemoteAddr())
+		l.mu.Lock()
+		over := l.perHost[host] >= l.perHostMax()
+		if !over {
+			l.perHost[host]++
+		}
+		l.mu.Unlock()
+		if over {
+			log.Warn("too many handshakes from one address; connection dropped", "peer", conn.RemoteAddr(), "max", l.perHostMax())
+			_ = conn.Close()
+			continue
+		}
 		select {
 		case l.slots <- struct{}{}:
 		default:
+			l.doneHost(host)
 			log.Warn("too many handshakes in progress; connection dropped", "peer", conn.RemoteAddr(), "max", l.cfg.MaxHandshakes)
 			_ = conn.Close()
 			continue
@@ -251,10 +269,39 @@ func (l *Listener) acceptLoop() {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
+			defer l.doneHost(host)
 			defer func() { <-l.slots }()
 			l.handshake(conn)
 		}()
 	}
+}
+
+// perHostMax is how many handshakes one source address may run at once:
+// enough for a session of MaxRails rails dialed from one address.
+func (l *Listener) perHostMax() int { return min(MaxRails, l.cfg.MaxHandshakes) }
+
+// doneHost counts a handshake from host as finished.
+func (l *Listener) doneHost(host netip.Addr) {
+	l.mu.Lock()
+	if l.perHost[host]--; l.perHost[host] <= 0 {
+		delete(l.perHost, host)
+	}
+	l.mu.Unlock()
+}
+
+// hostKey is the source address a handshake counts against: the IP
+// address, or its /64 for IPv6 (one host usually holds a whole /64).
+func hostKey(a net.Addr) netip.Addr {
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return netip.Addr{}
+	}
+	ip := ap.Addr().Unmap()
+	if ip.Is6() {
+		p, _ := ip.Prefix(64)
+		return p.Addr()
+	}
+	return ip
 }
 
 func (l *Listener) handshake(conn net.Conn) {

@@ -321,8 +321,8 @@ func (r *Reassembler) newMsg(n int) *msg {
 
 // freeMsg keeps m for reuse (a bounded number of them).
 func (r *Reassembler) freeMsg(m *msg) {
+	*m = msg{} // drop the data even if m is not kept: something may still point at m
 	if len(r.freeMsgs) < 64 {
-		*m = msg{}
 		r.freeMsgs = append(r.freeMsgs, m)
 	}
 }
@@ -356,8 +356,9 @@ func (r *Reassembler) Next() (Message, bool) {
 		}
 	} else {
 		if q.head > 64 && q.head*2 > len(q.ids) {
-			q.ids = append(q.ids[:0], q.ids[q.head:]...)
-			q.head = 0
+			n := copy(q.ids, q.ids[q.head:])
+			clear(q.ids[n:]) // no stale pointers to delivered messages
+			q.ids, q.head = q.ids[:n], 0
 		}
 		r.promote(m.tag)
 	}
