@@ -152,7 +152,7 @@ type Listener struct {
 	mu       sync.Mutex
 	sessions map[[16]byte]*pending
 	live     map[[16]byte]*Conn // open connections, for rails that rejoin
-	perHost  map[netip.Addr]int  // handshakes in progress per source address (IPv6: per /64)
+	perHost  map[netip.Addr]int // handshakes in progress per source address (IPv6: per /64)
 	closed   bool
 	done     chan struct{}
 	wg       sync.WaitGroup

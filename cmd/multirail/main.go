@@ -5,6 +5,7 @@
 //	multirail bench --rails ... --sched  measure one or all schedulers
 //	multirail serve / multirail send     run between two real hosts
 //	multirail sim --scenario NAME|FILE   compare schedulers in the simulator
+//	multirail lab up|down|status|load|bench  network-namespace lab (root)
 package main
 
 import (
@@ -70,7 +71,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log debug messages to stderr")
-	root.AddCommand(newBench(g), newServe(g), newSend(g), newDemo(g), newSim(g))
+	root.AddCommand(newBench(g), newServe(g), newSend(g), newDemo(g), newSim(g), newLab(g))
 	// Unknown subcommands and stray arguments are usage errors too.
 	root.Args = func(_ *cobra.Command, args []string) error {
 		if len(args) > 0 {

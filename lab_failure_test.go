@@ -1,0 +1,115 @@
+package multirail
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/multirail/multirail/lab"
+)
+
+// labPair builds a lab of network namespaces joined by tbf-shaped veth
+// rails (root only), listens in namespace B and dials from namespace A,
+// one rail per veth pair.
+func labPair(t *testing.T, cfg Config, rates ...float64) (*Conn, *Conn, *lab.Lab) {
+	t.Helper()
+	if err := lab.Available(); err != nil {
+		t.Skipf("needs a network-namespace lab (root, iproute2): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := lab.Up(ctx, lab.Config{Rates: rates, Prefix: fmt.Sprintf("mrf%04x", rand.IntN(1<<16))})
+	if err != nil {
+		t.Fatalf("lab up: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := l.Down(); err != nil {
+			t.Errorf("lab down: %v", err)
+		}
+	})
+	var ln *Listener
+	if err := l.Run(1, func() (err error) { ln, err = Listen(":0", cfg); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	port := ln.Addr().(*net.TCPAddr).Port
+	dcfg := cfg
+	dcfg.Rails = nil
+	for i := range rates {
+		dcfg.Rails = append(dcfg.Rails, Rail{Name: fmt.Sprintf("rail%d", i),
+			Addr: net.JoinHostPort(l.RailIP(1, i), fmt.Sprint(port)), Local: l.RailIP(0, i)})
+	}
+	// Rails are dialed, and redialed after a failure, from namespace A.
+	dcfg.DialRail = func(ctx context.Context, r Rail) (net.Conn, error) {
+		var c net.Conn
+		err := l.Run(0, func() (err error) {
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(r.Local)}}
+			c, err = d.DialContext(ctx, "tcp", r.Addr)
+			return err
+		})
+		return c, err
+	}
+	a, b := dialAccept(t, ln, dcfg)
+	return a, b, l
+}
+
+// TestLabRailFailure runs transfers between two network namespaces over
+// three tbf-shaped veth rails and, midway, takes one rail's link down
+// (ip link set down: packets vanish, no error reaches either end) or
+// resets one rail's TCP connection. Every message must arrive whole
+// (SHA-256), once and in per-tag order; the rail must be declared failed,
+// and once its link is back it must rejoin and carry traffic again.
+func TestLabRailFailure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("lab tests build network namespaces; skipped with -short")
+	}
+	// The idle timeout is far beyond the transfer's deadline: the transfer
+	// must not wait for it to notice a dead rail.
+	cfg := Config{IdleTimeout: 10 * time.Minute}
+	a, b, l := labPair(t, cfg, 100e6, 100e6, 50e6)
+
+	t.Run("link down", func(t *testing.T) {
+		gap := transfer(t, a, b, 90, 3, 512<<10, func() {
+			if err := l.SetLink(1, false); err != nil {
+				t.Fatal(err)
+			}
+		})
+		t.Logf("link down: longest wait for a message after the link went down: %v", gap.Round(time.Millisecond))
+		waitLong(t, "rail 1 declared down", func() bool { return !a.Stats().Rails[1].Up })
+		if e := a.Stats().Rails[1].LastError; !strings.Contains(e, "stalled") {
+			t.Errorf("rail 1 went down with %q, want a stall", e)
+		}
+		if err := l.SetLink(1, true); err != nil {
+			t.Fatal(err)
+		}
+		checkRejoined(t, a, b, 1, true)
+	})
+
+	t.Run("connection reset", func(t *testing.T) {
+		before := a.Stats().Rails[2].Rejoins
+		gap := transfer(t, a, b, 90, 3, 512<<10, func() { resetRail(a, 2) })
+		t.Logf("connection reset: longest wait for a message after the reset: %v", gap.Round(time.Millisecond))
+		waitLong(t, "rail 2 rejoined after the reset", func() bool {
+			ra, rb := a.Stats().Rails[2], b.Stats().Rails[2]
+			return ra.Up && ra.Rejoins > before && rb.Up
+		})
+		checkRejoined(t, a, b, 2, true)
+	})
+}
+
+// resetRail aborts rail i's current TCP connection with a reset, as a
+// middlebox or a crashed NIC driver would.
+func resetRail(c *Conn, i int) {
+	r := c.rails[i]
+	c.mu.Lock()
+	nc := r.c
+	c.mu.Unlock()
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = nc.Close()
+}
