@@ -172,7 +172,7 @@ func (s *improved) value(i, l int) float64 {
 func (s *improved) Pick(now int64, size int, rails []sched.RailState) int {
 	m := min(len(rails), s.m)
 	usable := 0
-	room, full := argmin{best: -1}, argmin{best: -1}
+	room, full, idle := argmin{best: -1}, argmin{best: -1}, argmin{best: -1}
 	for i := 0; i < m; i++ {
 		r := &rails[i]
 		// Forget decisions whose segments left the queue unreported (a
@@ -192,7 +192,11 @@ func (s *improved) Pick(now int64, size int, rails []sched.RailState) int {
 			full.offer(i, s.value(i, s.k), s) // wait for room, then join the tail
 		default:
 			usable++
-			room.offer(i, s.value(i, l), s)
+			v := s.value(i, l)
+			room.offer(i, v, s)
+			if r.Queued == 0 {
+				idle.offer(i, v, s)
+			}
 		}
 	}
 	best := room.best
@@ -205,6 +209,15 @@ func (s *improved) Pick(now int64, size int, rails []sched.RailState) int {
 		// Waiting blocks the sender, so a full rail must be clearly
 		// faster than every rail with room to be waited for.
 		best = full.best
+	}
+	if idle.best >= 0 && rails[best].Full() {
+		// The sender would wait for room on a full rail while another rail
+		// sits idle: under sustained load a rail whose queue runs empty
+		// loses its capacity for good, so it gets the segment. It thus
+		// holds about one segment in its queue, and its delay stays
+		// bounded. (Bursts that fit in the queues never get here, so
+		// latency-bound traffic keeps to the fastest rails.)
+		best = idle.best
 	}
 	s.decisions++
 	eps := s.prm.eps * s.prm.epsDecay / (s.prm.epsDecay + float64(s.decisions))

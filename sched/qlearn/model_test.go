@@ -175,8 +175,8 @@ func (p *refImproved) value(i, l int) float64 {
 }
 
 // pick: the rail with room of least expected delay, unless a full rail's
-// expected delay (its "full" entry) times the wait factor is smaller; -1
-// when no rail has room.
+// expected delay (its "full" entry) times the wait factor is smaller and no
+// rail with room has an empty queue; -1 when no rail has room.
 func (p *refImproved) pick(now int64, rails []sched.RailState) int {
 	for i, r := range rails {
 		if !r.Up {
@@ -208,6 +208,16 @@ func (p *refImproved) pick(now int64, rails []sched.RailState) int {
 	best := bestRoom
 	if best >= 0 && bestFull >= 0 && p.wait > 0 && v(bestFull)*p.wait < v(bestRoom) {
 		best = bestFull
+	}
+	// Never wait for a full rail while a rail with room has an empty queue.
+	bestIdle := -1
+	for i, r := range rails {
+		if r.Up && r.Queued == 0 && r.Queued < r.QueueCap && (bestIdle < 0 || v(i) < v(bestIdle)) {
+			bestIdle = i
+		}
+	}
+	if best >= 0 && rails[best].Queued >= rails[best].QueueCap && bestIdle >= 0 {
+		best = bestIdle
 	}
 	if best >= 0 {
 		p.queued[best] = append(p.queued[best], [2]int64{int64(lvl(best)), now})
