@@ -56,7 +56,7 @@ func TestDispatchOnlyAtTicks(t *testing.T) {
 	}
 	defer ln.Close()
 	addr := ln.Addr().String()
-	a, b := dialAccept(t, ln, Config{
+	a, b := dialAndAccept(t, ln, Config{
 		Rails:     []Rail{{Name: "r0", Addr: addr}, {Name: "r1", Addr: addr}},
 		Scheduler: "roundrobin", SegmentSize: 4096, IdleTimeout: idle,
 		DispatchInterval: 100 * time.Millisecond,

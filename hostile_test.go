@@ -375,34 +375,6 @@ func legitOverEmu(t *testing.T, ln *Listener, cfg Config, rates ...float64) (dia
 	return dialAndAccept(t, ln, cfg)
 }
 
-// dialAndAccept dials cfg and accepts the resulting connection on ln.
-func dialAndAccept(t *testing.T, ln *Listener, cfg Config) (dialer, acceptor *Conn) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	type res struct {
-		c   *Conn
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() { c, err := ln.Accept(ctx); ch <- res{c, err} }()
-	a, err := Dial(ctx, cfg)
-	if err != nil {
-		cancel()
-		if r := <-ch; r.c != nil {
-			r.c.Close()
-		}
-		t.Fatalf("legitimate Dial: %v", err)
-	}
-	r := <-ch
-	if r.err != nil {
-		a.Close()
-		t.Fatalf("Accept of the legitimate session: %v", r.err)
-	}
-	t.Cleanup(func() { a.Close(); r.c.Close() })
-	return a, r.c
-}
-
 // hostileHello is a valid one-rail HELLO whose session id starts with
 // ba d0 00 id, so that the acceptor's logs (session=bad000xx) name it.
 func hostileHello(id byte) wire.Hello {

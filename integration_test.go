@@ -45,11 +45,12 @@ func emuPair(t *testing.T, cfg Config, rates ...float64) (*Conn, *Conn, []*emu.L
 		links = append(links, l)
 		dcfg.Rails = append(dcfg.Rails, Rail{Name: fmt.Sprintf("emu%d", i), Addr: l.Addr(), Bandwidth: r})
 	}
-	a, b := dialAccept(t, ln, dcfg)
+	a, b := dialAndAccept(t, ln, dcfg)
 	return a, b, links
 }
 
-func dialAccept(t *testing.T, ln *Listener, dcfg Config) (*Conn, *Conn) {
+// dialAndAccept dials cfg and accepts the resulting connection on ln.
+func dialAndAccept(t *testing.T, ln *Listener, cfg Config) (dialer, acceptor *Conn) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -59,14 +60,18 @@ func dialAccept(t *testing.T, ln *Listener, dcfg Config) (*Conn, *Conn) {
 	}
 	ch := make(chan res, 1)
 	go func() { c, err := ln.Accept(ctx); ch <- res{c, err} }()
-	a, err := Dial(ctx, dcfg)
+	a, err := Dial(ctx, cfg)
 	if err != nil {
-		t.Fatal(err)
+		cancel()
+		if r := <-ch; r.c != nil {
+			r.c.Close()
+		}
+		t.Fatalf("Dial: %v", err)
 	}
 	r := <-ch
 	if r.err != nil {
 		a.Close()
-		t.Fatal(r.err)
+		t.Fatalf("Accept: %v", r.err)
 	}
 	t.Cleanup(func() { a.Close(); r.c.Close() })
 	return a, r.c
@@ -292,7 +297,7 @@ func TestPeerLimitRespected(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	a, b := dialAccept(t, ln, Config{Rails: []Rail{{Addr: ln.Addr().String()}}})
+	a, b := dialAndAccept(t, ln, Config{Rails: []Rail{{Addr: ln.Addr().String()}}})
 	ctx := context.Background()
 	if err := a.Send(ctx, 0, make([]byte, 5000)); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("Send above the peer's limit: %v, want ErrTooLarge", err)
@@ -369,7 +374,7 @@ func TestWrongToken(t *testing.T) {
 		t.Fatalf("error %v does not name the rail", err)
 	}
 	// The listener still serves the right token.
-	a, b := dialAccept(t, ln, Config{Token: "right", Rails: []Rail{{Addr: ln.Addr().String()}, {Addr: ln.Addr().String()}}})
+	a, b := dialAndAccept(t, ln, Config{Token: "right", Rails: []Rail{{Addr: ln.Addr().String()}, {Addr: ln.Addr().String()}}})
 	transfer(t, a, b, 4, 2, 10000, nil)
 }
 
@@ -385,7 +390,7 @@ func TestTokenFromEnv(t *testing.T) {
 	if _, err := Dial(ctx, Config{Token: "other", Rails: []Rail{{Addr: ln.Addr().String()}}}); !errors.Is(err, ErrAuth) {
 		t.Fatalf("Dial with a token other than the environment's: %v", err)
 	}
-	dialAccept(t, ln, Config{Rails: []Rail{{Addr: ln.Addr().String()}}})
+	dialAndAccept(t, ln, Config{Rails: []Rail{{Addr: ln.Addr().String()}}})
 }
 
 // rawDial opens a plain TCP connection to ln, closed when the test ends.
@@ -437,7 +442,7 @@ func TestHostilePeers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	good, goodSrv := dialAccept(t, ln, Config{Token: "tok", MaxMessageSize: 1 << 20, Rails: []Rail{{Addr: ln.Addr().String()}, {Addr: ln.Addr().String()}}})
+	good, goodSrv := dialAndAccept(t, ln, Config{Token: "tok", MaxMessageSize: 1 << 20, Rails: []Rail{{Addr: ln.Addr().String()}, {Addr: ln.Addr().String()}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 

@@ -57,7 +57,7 @@ func labPair(t *testing.T, cfg Config, rates ...float64) (*Conn, *Conn, *lab.Lab
 		})
 		return c, err
 	}
-	a, b := dialAccept(t, ln, dcfg)
+	a, b := dialAndAccept(t, ln, dcfg)
 	return a, b, l
 }
 
