@@ -232,7 +232,11 @@ func checkRejoined(t *testing.T, a, b *Conn, i int, carries bool) {
 		t.Errorf("rail %d: no error counted for the failure: %+v", i, st.Rails[i])
 	}
 	before := st.Rails[i].SegmentsSent
-	transfer(t, a, b, 60, 3, 200<<10, nil)
+	// Eight concurrent senders of up to 1 MiB keep more segments queued
+	// than the rails' queues hold, so that every rail is needed, the
+	// slowest included: a scheduler may rightly leave a slow rail idle
+	// under light load.
+	transfer(t, a, b, 64, 8, 1<<20, nil)
 	if after := a.Stats().Rails[i].SegmentsSent; carries && after == before {
 		t.Errorf("rail %d carried nothing after it rejoined (%d segments before, %d after)", i, before, after)
 	}
