@@ -413,7 +413,10 @@ func (l *Listener) join(conn net.Conn, h wire.Hello) {
 		return
 	}
 	l.mu.Lock()
-	if !l.closed {
+	c.mu.Lock()
+	gone := c.shutting // then its onClose has run or waits for l.mu
+	c.mu.Unlock()
+	if !l.closed && !gone {
 		l.live[id] = c
 	}
 	l.mu.Unlock()

@@ -635,3 +635,32 @@ func TestRecvCancel(t *testing.T) {
 	}
 	transfer(t, a, b, 40, 2, 200<<10, nil)
 }
+
+// TestRejoinUnknownSession: a rail that asks to rejoin a session the
+// listener does not have is refused with RejectSession (the dialer then
+// stops retrying), and no session is created for it.
+func TestRejoinUnknownSession(t *testing.T) {
+	ln, err := Listen("127.0.0.1:0", Config{Token: "tok", HandshakeTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h := wire.Hello{Version: wire.Version, Flags: wire.HelloRejoin, Rail: 1, Rails: 2, SegmentSize: 4096, Window: 1 << 20, MaxMessage: 1 << 19}
+	h.Session[0] = 0x5e
+	_, err = hs.Dial(c, h, []byte("tok"), time.Now().Add(5*time.Second))
+	var rj *hs.RejectedError
+	if !errors.As(err, &rj) || rj.Code != wire.RejectSession {
+		t.Fatalf("rejoin of an unknown session: %v, want a rejection with code %d", err, wire.RejectSession)
+	}
+	ln.mu.Lock()
+	n := len(ln.sessions) + len(ln.live)
+	ln.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("the refused rejoin left %d sessions behind", n)
+	}
+}
