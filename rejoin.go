@@ -208,9 +208,6 @@ func (c *Conn) attach(r *rail, nc net.Conn) error {
 		}
 	}
 
-	r.rdMu.Lock()
-	r.wmu.Lock()
-	c.mu.Lock()
 	var err error
 	select {
 	case <-oldW:
@@ -222,7 +219,14 @@ func (c *Conn) attach(r *rail, nc net.Conn) error {
 	default:
 		err = errors.New("multirail: the old connection's writer did not stop")
 	}
-	if c.shutting || c.goingAway.Load() != 0 {
+	locked := err == nil
+	if locked {
+		// Both are gone, so nothing holds rdMu or wmu for long.
+		r.rdMu.Lock()
+		r.wmu.Lock()
+	}
+	c.mu.Lock()
+	if err == nil && (c.shutting || c.goingAway.Load() != 0) {
 		err = c.closedErr()
 	}
 	if err != nil {
@@ -237,8 +241,10 @@ func (c *Conn) attach(r *rail, nc net.Conn) error {
 		}
 		anyUp := c.anyUp()
 		c.mu.Unlock()
-		r.wmu.Unlock()
-		r.rdMu.Unlock()
+		if locked {
+			r.wmu.Unlock()
+			r.rdMu.Unlock()
+		}
 		if !anyUp {
 			c.shutdown(fmt.Errorf("%w (rail %s could not be reconnected: %v)", ErrAllRailsDown, r.name, err), false)
 		}
