@@ -125,6 +125,12 @@ func TestDispatchOnlyAtTicks(t *testing.T) {
 	if m, err := b.Recv(ctx); err != nil || !bytes.Equal(m.Data, big) {
 		t.Fatalf("large message: %d bytes, %v", len(m.Data), err)
 	}
+	// The writer counts a batch once its write returns, which may be just
+	// after the peer's acknowledgement let Send return.
+	waitFor(ctx, t, "the second tick's segments to be counted", func() bool {
+		_, sent := queuedAndSent(a.Stats())
+		return sent >= 8
+	})
 	st = a.Stats()
 	if q, sent := queuedAndSent(st); q != 0 || sent != 8 || st.DispatchTicks != 2 {
 		t.Fatalf("after two ticks: %d queued, %d sent, %d ticks; want 0, 8, 2", q, sent, st.DispatchTicks)
