@@ -940,19 +940,7 @@ func (c *Conn) railDown(r *rail, gen uint64, err error) {
 		c.mu.Unlock()
 		return
 	}
-	r.up = false
-	r.down.Store(true)
-	r.errs.Add(1)
-	r.lastErr = err
-	if tc, ok := r.c.(*net.TCPConn); ok {
-		_ = tc.SetLinger(0) // reset: what the kernel still holds is resent elsewhere
-	}
-	_ = r.c.Close()
-	r.signal() // the writer sees the rail down and exits
-	segs := r.unacked.drain()
-	segs = append(segs, r.queue.drain()...)
-	r.queuedBytes = 0
-	r.release = 0
+	segs := r.takeDownLocked(err)
 	r.busySince = 0
 	r.nextTry = c.now() // a reset connection may come back at once
 	if c.peerGoneLocked() && c.anyPeerDone() {
@@ -986,6 +974,24 @@ func (c *Conn) resendLocked(segs []*segment) {
 			c.rails[i].signal() // on the dispatch timer the next tick does it
 		}
 	}
+}
+
+// takeDownLocked takes r's connection out of service after err: it is
+// reset and closed, its writer told to exit, and its unacknowledged and
+// queued segments (in that order) returned. Caller holds c.mu.
+func (r *rail) takeDownLocked(err error) []*segment {
+	r.up = false
+	r.down.Store(true)
+	r.errs.Add(1)
+	r.lastErr = err
+	if tc, ok := r.c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0) // reset: what the kernel still holds is sent again
+	}
+	_ = r.c.Close()
+	r.signal() // the writer sees the rail down and exits
+	segs := append(r.unacked.drain(), r.queue.drain()...)
+	r.queuedBytes, r.release = 0, 0
+	return segs
 }
 
 // peerGoneLocked reports whether every rail is down or was closed by the

@@ -178,16 +178,9 @@ func (c *Conn) attach(r *rail, nc net.Conn) error {
 	}
 	r.attaching = true
 	if r.up {
-		r.up = false
-		r.down.Store(true)
-		r.errs.Add(1)
-		r.lastErr = errReplaced
-		_ = r.c.Close()
-		r.signal()
 		// Everything not acknowledged goes out again on the new
 		// connection, first; the receiver drops what it already has.
-		segs := append(r.unacked.drain(), r.queue.drain()...)
-		r.queuedBytes, r.release = 0, 0
+		segs := r.takeDownLocked(errReplaced)
 		for _, s := range segs {
 			r.queue.push(s)
 			r.queuedBytes += int64(len(s.payload) + wire.DataHeaderSize)
