@@ -185,6 +185,7 @@ type Conn struct {
 	peerMax uint64     // the largest message the peer accepts
 	peer    peerParams // what the peer announced; rejoins must match it
 	hooks   connHooks
+	stages  atomic.Pointer[StageConn] // set by NewStageConn
 
 	mu            sync.Mutex
 	shutting      bool // shutdown has begun: no rail may be attached any more
@@ -1743,6 +1744,9 @@ type Stats struct {
 	// DispatchTicks counts the dispatch timer's ticks so far; 0 when
 	// Config.DispatchInterval is 0 (continuous dispatch).
 	DispatchTicks uint64
+	// Stages is the telemetry of the StageConn running over this
+	// connection, nil if there is none.
+	Stages *StageStats
 }
 
 // Stats returns a snapshot of the connection's telemetry. With a scheduler
@@ -1750,6 +1754,10 @@ type Stats struct {
 // serialises the scheduler's calls.
 func (c *Conn) Stats() Stats {
 	var st Stats
+	if s := c.stages.Load(); s != nil {
+		ss := s.Stats()
+		st.Stages = &ss
+	}
 	c.mu.Lock()
 	st.Scheduler.Name = c.sch.Name()
 	st.MessagesSent = c.sentMsgs

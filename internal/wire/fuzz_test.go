@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math"
 	"testing"
 )
 
@@ -215,6 +216,53 @@ func FuzzParseData(f *testing.F) {
 		}
 		if flags&^DataFlags != 0 && err == nil {
 			t.Fatalf("ParseHeader accepted flags %#x", flags)
+		}
+	})
+}
+
+// FuzzParseStagePacket: any input either fails with ErrMalformed or decodes
+// to a header that re-encodes to the same bytes.
+func FuzzParseStagePacket(f *testing.F) {
+	f.Add(AppendStagePacket(nil, StagePacket{Stage: 3, Index: 1, Total: 4, Sent: 3}, []byte("abc")))
+	f.Add(AppendStagePacket(nil, StagePacket{Stage: 0, Index: 0, Total: 1, Sent: 1}, nil))
+	f.Add(AppendStagePacket(nil, StagePacket{Stage: 1, Index: 5, Total: 4, Sent: 3}, nil))
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, payload, err := ParseStagePacket(b, 1<<16)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		if p.Index >= p.Total || p.Sent == 0 || p.Sent > p.Total || p.Total > 1<<16 {
+			t.Fatalf("accepted %+v", p)
+		}
+		if got := AppendStagePacket(nil, p, payload); !bytes.Equal(got, b) {
+			t.Fatalf("re-encoding %+v gives %x, input %x", p, got, b)
+		}
+	})
+}
+
+// FuzzParseStageFeedback: as FuzzParseStagePacket, for feedback.
+func FuzzParseStageFeedback(f *testing.F) {
+	f.Add(AppendStageFeedback(nil, StageFeedback{Kind: FeedbackPeriod, Stage: 7, Received: 9, Period: 12345}))
+	f.Add(AppendStageFeedback(nil, StageFeedback{Kind: FeedbackQuality, Stage: 7, Quality: -0.25}))
+	f.Add(AppendStageFeedback(nil, StageFeedback{Kind: 3}))
+	f.Add(make([]byte, StageFeedbackSize))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fb, err := ParseStageFeedback(b)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		if fb.Period < 0 || math.IsNaN(fb.Quality) || math.IsInf(fb.Quality, 0) {
+			t.Fatalf("accepted %+v", fb)
+		}
+		if got := AppendStageFeedback(nil, fb); !bytes.Equal(got, b) {
+			t.Fatalf("re-encoding %+v gives %x, input %x", fb, got, b)
 		}
 	})
 }

@@ -1,0 +1,427 @@
+package multirail
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/multirail/multirail/discard"
+	"github.com/multirail/multirail/internal/wire"
+)
+
+// Message tags a StageConn uses on its Conn. A StageConn owns its Conn:
+// every message on it is stage traffic.
+const (
+	stageTagPacket   uint32 = 1
+	stageTagFeedback uint32 = 2
+)
+
+// Defaults for the zero values of StageConfig.
+const (
+	DefaultMaxStagePackets = 1 << 16
+	DefaultMaxStageBytes   = 256 << 20
+	DefaultStageQueue      = 4
+)
+
+// ErrStageProtocol is wrapped by the error a StageConn fails with when the
+// peer breaks the stage protocol (docs/wire.md, "Loss-tolerant stages");
+// the connection is closed then.
+var ErrStageProtocol = errors.New("multirail: stage protocol violation")
+
+// ErrEmptyStage is returned by StageConn.Send for a stage of no packets.
+var ErrEmptyStage = errors.New("multirail: a stage needs at least one packet")
+
+// StageConfig configures a StageConn. The zero value of every field means
+// its default.
+type StageConfig struct {
+	// Discard holds the discard-rate controller's constants (see package
+	// discard); they are validated by NewStageConn.
+	Discard discard.Config
+	// Seed makes the choice of discarded packets deterministic: stage s's
+	// choice depends only on (Seed, s, its packet count, its rate).
+	Seed uint64
+	// MaxPackets bounds the packets of one stage, sent or received.
+	// 1..1<<24; 0 means DefaultMaxStagePackets.
+	MaxPackets int
+	// MaxStageBytes bounds the payload bytes of one received stage held
+	// until it is complete; a peer that sends more loses the connection.
+	// >= 1; 0 means DefaultMaxStageBytes.
+	MaxStageBytes int64
+	// Queue is how many complete received stages wait for Recv before the
+	// StageConn stops reading (flow control then holds the peer back).
+	// 1..1024; 0 means DefaultStageQueue.
+	Queue int
+	// Logger receives protocol errors; nil discards.
+	Logger *slog.Logger
+}
+
+func (c StageConfig) validate() (StageConfig, error) {
+	var err error
+	if c.Discard, err = c.Discard.Validate(); err != nil {
+		return c, fmt.Errorf("%w: StageConfig.Discard: %w", ErrConfig, err)
+	}
+	if c.MaxPackets == 0 {
+		c.MaxPackets = DefaultMaxStagePackets
+	}
+	if c.MaxPackets < 1 || c.MaxPackets > 1<<24 {
+		return c, cfgErr("StageConfig.MaxPackets", c.MaxPackets, "1..16777216; 0 = default 65536")
+	}
+	if c.MaxStageBytes == 0 {
+		c.MaxStageBytes = DefaultMaxStageBytes
+	}
+	if c.MaxStageBytes < 1 {
+		return c, cfgErr("StageConfig.MaxStageBytes", c.MaxStageBytes, ">= 1; 0 = default 256 MiB")
+	}
+	if c.Queue == 0 {
+		c.Queue = DefaultStageQueue
+	}
+	if c.Queue < 1 || c.Queue > 1024 {
+		return c, cfgErr("StageConfig.Queue", c.Queue, "1..1024; 0 = default 4")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// Stage is one received stage.
+type Stage struct {
+	// Number is the sender's stage number (0, 1, 2, ... for each
+	// StageConn); report the stage's quality under it.
+	Number uint64
+	// Packets has one entry per packet of the stage as the sender cut it;
+	// nil where the sender discarded the packet.
+	Packets [][]byte
+	// Received is how many packets arrived.
+	Received int
+	// Period is the reception period: first packet to last packet.
+	Period time.Duration
+}
+
+// SentStage says how a stage was sent.
+type SentStage struct {
+	Number  uint64
+	Rate    float64 // the discard rate the stage was sent with
+	Packets int     // packets of the stage
+	Dropped int     // packets discarded before sending
+}
+
+// StageStats is a StageConn's telemetry: both directions, the sender's
+// controller and the feedback it got.
+type StageStats struct {
+	// Rate is the discard rate the next stage will be sent with.
+	Rate float64
+	// StagesSent, PacketsSent and PacketsDropped count what Send did.
+	StagesSent     uint64
+	PacketsSent    uint64
+	PacketsDropped uint64
+	// Controller is the discard controller's state: decisions, the last
+	// applied feedback (Period, Quality, Received) and the feedback it
+	// ignored (Stale, Unknown, Invalid) or never got (Expired).
+	Controller discard.Stats
+	// StagesReceived, PacketsReceived and LastPeriod describe the stages
+	// received; QualitiesReported counts ReportQuality calls.
+	StagesReceived    uint64
+	PacketsReceived   uint64
+	LastPeriod        time.Duration
+	QualitiesReported uint64
+	// RecentRates holds the rates of the last (up to) RecentChoices stages
+	// sent, oldest first.
+	RecentRates []float64
+}
+
+// inStage is a stage being received.
+type inStage struct {
+	number     uint64
+	total      int
+	sent       int
+	got        int
+	bytes      int64
+	first      time.Time
+	packets    [][]byte
+	lastNumber uint64 // number of the last completed stage
+	any        bool   // a stage was completed before
+}
+
+// StageConn runs loss-tolerant stages (JP7684261B2) over a Conn, in both
+// directions: Send sends a stage's packets minus a discarded fraction set
+// by a discard.Controller, the peer's StageConn measures the stage's
+// reception period and reports it back, the peer's application reports
+// the stage's quality with ReportQuality, and the controller sets the rate
+// of the next stage from both. A StageConn owns its Conn (it reads every
+// message of it); closing one closes the other.
+type StageConn struct {
+	c   *Conn
+	cfg StageConfig
+
+	sendMu sync.Mutex // one Send at a time: stages are sequential
+	pcg    *rand.PCG
+	rng    *rand.Rand
+	drop   []bool
+	buf    []byte
+
+	mu      sync.Mutex // guards everything below
+	ctrl    *discard.Controller
+	st      StageStats
+	rates   [RecentChoices]float64
+	nrates  uint64
+	recvErr error
+
+	in     inStage
+	queue  chan Stage
+	stop   chan struct{}
+	done   chan struct{}
+	closer sync.Once
+}
+
+// NewStageConn starts running stages over c. It takes over c: do not
+// call c.Send or c.Recv afterwards. Close the StageConn (not c) when done.
+func NewStageConn(c *Conn, cfg StageConfig) (*StageConn, error) {
+	cfg, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	ctrl, err := discard.New(cfg.Discard)
+	if err != nil {
+		return nil, err
+	}
+	pcg := rand.NewPCG(cfg.Seed, 0)
+	s := &StageConn{
+		c: c, cfg: cfg, pcg: pcg, rng: rand.New(pcg), ctrl: ctrl,
+		queue: make(chan Stage, cfg.Queue), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	c.stages.Store(s)
+	go s.loop()
+	return s, nil
+}
+
+// Conn returns the underlying connection (for Stats and Close).
+func (s *StageConn) Conn() *Conn { return s.c }
+
+// Send sends one stage: packets minus the fraction the controller's
+// current rate discards, chosen by discard.Select from (Seed, stage
+// number). The packets are copied; the caller may reuse them when Send
+// returns. Every packet should be smaller than the Conn's EagerLimit minus
+// wire.StagePacketHeaderSize bytes, or each costs a round trip.
+func (s *StageConn) Send(ctx context.Context, packets [][]byte) (SentStage, error) {
+	n := len(packets)
+	if n == 0 {
+		return SentStage{}, ErrEmptyStage
+	}
+	if n > s.cfg.MaxPackets {
+		return SentStage{}, fmt.Errorf("multirail: stage of %d packets; allowed 1..%d (StageConfig.MaxPackets)", n, s.cfg.MaxPackets)
+	}
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	s.mu.Lock()
+	stage, rate := s.ctrl.Begin()
+	s.mu.Unlock()
+	if cap(s.drop) < n {
+		s.drop = make([]bool, n)
+	}
+	s.pcg.Seed(s.cfg.Seed, stage)
+	dropped := discard.Select(s.rng, n, rate, s.drop[:n])
+	h := wire.StagePacket{Stage: stage, Total: uint32(n), Sent: uint32(n - dropped)}
+	sent := 0
+	var err error
+	for i, p := range packets {
+		if s.drop[i] {
+			continue
+		}
+		h.Index = uint32(i)
+		s.buf = wire.AppendStagePacket(s.buf[:0], h, p)
+		if err = s.c.Send(ctx, stageTagPacket, s.buf); err != nil {
+			break
+		}
+		sent++
+	}
+	s.mu.Lock()
+	s.st.StagesSent++
+	s.st.PacketsSent += uint64(sent)
+	s.st.PacketsDropped += uint64(dropped)
+	s.rates[s.nrates%RecentChoices] = rate
+	s.nrates++
+	s.mu.Unlock()
+	return SentStage{Number: stage, Rate: rate, Packets: n, Dropped: dropped}, err
+}
+
+// Recv returns the next complete received stage. After the connection
+// ends it returns the reason (io.EOF when the peer closed it cleanly).
+func (s *StageConn) Recv(ctx context.Context) (Stage, error) {
+	select {
+	case st := <-s.queue:
+		return st, nil
+	default:
+	}
+	select {
+	case st := <-s.queue:
+		return st, nil
+	case <-s.done:
+		select {
+		case st := <-s.queue:
+			return st, nil
+		default:
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return Stage{}, s.recvErr
+	case <-ctx.Done():
+		return Stage{}, ctx.Err()
+	}
+}
+
+// ReportQuality tells the peer's controller the quality of the received
+// stage number (higher is better; for training, how much the loss went
+// down). q must be a finite number.
+func (s *StageConn) ReportQuality(ctx context.Context, stage uint64, q float64) error {
+	if math.IsNaN(q) || math.IsInf(q, 0) {
+		return fmt.Errorf("multirail: quality %v for stage %d; allowed: a finite number", q, stage)
+	}
+	b := wire.AppendStageFeedback(make([]byte, 0, wire.StageFeedbackSize), wire.StageFeedback{Kind: wire.FeedbackQuality, Stage: stage, Quality: q})
+	if err := s.c.Send(ctx, stageTagFeedback, b); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.st.QualitiesReported++
+	s.mu.Unlock()
+	return nil
+}
+
+// Stats returns a snapshot of the StageConn's telemetry.
+func (s *StageConn) Stats() StageStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.st
+	st.Controller = s.ctrl.Stats()
+	st.Rate = st.Controller.Rate
+	n := min(s.nrates, RecentChoices)
+	st.RecentRates = make([]float64, 0, n)
+	for i := s.nrates - n; i < s.nrates; i++ {
+		st.RecentRates = append(st.RecentRates, s.rates[i%RecentChoices])
+	}
+	return st
+}
+
+// Close closes the StageConn and its Conn, and waits for its reader.
+func (s *StageConn) Close() error {
+	err := s.c.Close()
+	s.closer.Do(func() { close(s.stop) })
+	<-s.done
+	return err
+}
+
+// loop reads every message of the Conn: packets of the peer's stages and
+// feedback on ours.
+func (s *StageConn) loop() {
+	defer close(s.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for {
+		m, err := s.c.Recv(ctx)
+		now := time.Now()
+		if err == nil {
+			switch m.Tag {
+			case stageTagPacket:
+				err = s.packet(ctx, m.Data, now)
+			case stageTagFeedback:
+				err = s.feedback(m.Data)
+			default:
+				err = fmt.Errorf("%w: message with tag %d on a stage connection", ErrStageProtocol, m.Tag)
+			}
+			if errors.Is(err, ErrStageProtocol) {
+				s.cfg.Logger.Warn("multirail: closing a stage connection", "err", err)
+				s.c.Close()
+			}
+		}
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				err = ErrClosed
+			}
+			s.mu.Lock()
+			s.recvErr = err
+			s.mu.Unlock()
+			return
+		}
+	}
+}
+
+func (s *StageConn) packet(ctx context.Context, data []byte, now time.Time) error {
+	h, payload, err := wire.ParseStagePacket(data, uint32(s.cfg.MaxPackets))
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrStageProtocol, err)
+	}
+	in := &s.in
+	if in.packets == nil {
+		if in.any && h.Stage <= in.lastNumber {
+			return fmt.Errorf("%w: stage %d after stage %d", ErrStageProtocol, h.Stage, in.lastNumber)
+		}
+		in.number, in.total, in.sent, in.got, in.bytes, in.first = h.Stage, int(h.Total), int(h.Sent), 0, 0, now
+		in.packets = make([][]byte, h.Total)
+	}
+	switch {
+	case h.Stage != in.number || int(h.Total) != in.total || int(h.Sent) != in.sent:
+		return fmt.Errorf("%w: packet of stage %d (%d of %d) while stage %d (%d of %d) is incomplete", ErrStageProtocol, h.Stage, h.Sent, h.Total, in.number, in.sent, in.total)
+	case in.packets[h.Index] != nil:
+		return fmt.Errorf("%w: packet %d of stage %d twice", ErrStageProtocol, h.Index, h.Stage)
+	}
+	in.bytes += int64(len(payload))
+	if in.bytes > s.cfg.MaxStageBytes {
+		return fmt.Errorf("%w: stage %d holds more than %d bytes (StageConfig.MaxStageBytes)", ErrStageProtocol, h.Stage, s.cfg.MaxStageBytes)
+	}
+	if payload == nil {
+		payload = []byte{}
+	}
+	in.packets[h.Index] = payload
+	in.got++
+	if in.got < in.sent {
+		return nil
+	}
+	st := Stage{Number: in.number, Packets: in.packets, Received: in.got, Period: now.Sub(in.first)}
+	in.packets, in.any, in.lastNumber = nil, true, in.number
+	s.mu.Lock()
+	s.st.StagesReceived++
+	s.st.PacketsReceived += uint64(st.Received)
+	s.st.LastPeriod = st.Period
+	s.mu.Unlock()
+	fb := wire.AppendStageFeedback(make([]byte, 0, wire.StageFeedbackSize), wire.StageFeedback{
+		Kind: wire.FeedbackPeriod, Stage: st.Number, Received: uint32(st.Received), Period: int64(st.Period),
+	})
+	if err := s.c.Send(ctx, stageTagFeedback, fb); err != nil {
+		return err
+	}
+	select {
+	case s.queue <- st:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// feedback hands the peer's report on one of our stages to the controller,
+// which ignores (and counts) reports for stale or unknown stages.
+func (s *StageConn) feedback(data []byte) error {
+	f, err := wire.ParseStageFeedback(data)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrStageProtocol, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f.Kind == wire.FeedbackPeriod {
+		_ = s.ctrl.Period(f.Stage, time.Duration(f.Period), int(f.Received))
+	} else {
+		_ = s.ctrl.Quality(f.Stage, f.Quality)
+	}
+	return nil
+}

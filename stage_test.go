@@ -1,0 +1,228 @@
+package multirail
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/multirail/multirail/discard"
+	"github.com/multirail/multirail/internal/wire"
+)
+
+func stagePair(t *testing.T, cfg StageConfig) (*StageConn, *StageConn) {
+	t.Helper()
+	a, b, _ := emuPair(t, Config{}, 400e6, 200e6)
+	sa, err := NewStageConn(a, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := NewStageConn(b, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sa.Close(); sb.Close() })
+	return sa, sb
+}
+
+func testPackets(stage, n, size int) [][]byte {
+	ps := make([][]byte, n)
+	for i := range ps {
+		ps[i] = bytes.Repeat([]byte{byte(stage), byte(i)}, size/2)
+	}
+	return ps
+}
+
+// TestStageRoundTrip: every stage arrives with exactly the packets the
+// seeded selection kept, byte for byte; the feedback comes back; the
+// controller follows the rule; Stats shows it on both connections.
+func TestStageRoundTrip(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// A huge delay threshold keeps the raise branch out of this test (the
+	// periods of real sockets vary); package discard tests every branch.
+	cfg := StageConfig{Seed: 42, Discard: discard.Config{Initial: 0.3, Down: 0.1, Max: 0.6, DelayThreshold: 1000}}
+	sa, sb := stagePair(t, cfg)
+	const n, size = 50, 2048
+	// Quality falls at stage 2: the rate must go 0 -> 0.3 (stage 0's
+	// feedback) -> 0.3 -> 0.2.
+	quality := []float64{1, 1, 0.5, 0.5}
+	wantRates := []float64{0, 0.3, 0.3, 0.2}
+	for s := range quality {
+		sent, err := sa.Send(ctx, testPackets(s, n, size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sent.Number != uint64(s) || math.Abs(sent.Rate-wantRates[s]) > 1e-9 {
+			t.Fatalf("stage %d sent as %+v, want rate %v", s, sent, wantRates[s])
+		}
+		// The same seed gives the same choice.
+		pcg := rand.NewPCG(42, uint64(s))
+		drop := make([]bool, n)
+		if d := discard.Select(rand.New(pcg), n, sent.Rate, drop); d != sent.Dropped {
+			t.Fatalf("stage %d: dropped %d, the seeded selection drops %d", s, sent.Dropped, d)
+		}
+		got, err := sb.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Number != uint64(s) || len(got.Packets) != n || got.Received != n-sent.Dropped || got.Period < 0 {
+			t.Fatalf("stage %d received as number %d, %d packets, %d received (sent %+v)", s, got.Number, len(got.Packets), got.Received, sent)
+		}
+		want := testPackets(s, n, size)
+		for i, p := range got.Packets {
+			if drop[i] != (p == nil) {
+				t.Fatalf("stage %d packet %d: dropped=%v but received=%v", s, i, drop[i], p != nil)
+			}
+			if p != nil && !bytes.Equal(p, want[i]) {
+				t.Fatalf("stage %d packet %d corrupted", s, i)
+			}
+		}
+		if err := sb.ReportQuality(ctx, got.Number, quality[s]); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(ctx, t, "the feedback of a stage", func() bool { return sa.Stats().Controller.Applied == uint64(s+1) })
+	}
+	st := sa.Conn().Stats().Stages
+	if st == nil {
+		t.Fatal("Conn.Stats().Stages is nil on a StageConn's connection")
+	}
+	if st.StagesSent != 4 || st.Controller.Lowered != 1 || math.Abs(st.Rate-0.2) > 1e-9 || len(st.RecentRates) != 4 || st.Controller.Received == 0 {
+		t.Fatalf("sender stats %+v", st)
+	}
+	if rs := sb.Stats(); rs.StagesReceived != 4 || rs.QualitiesReported != 4 {
+		t.Fatalf("receiver stats %+v", rs)
+	}
+}
+
+// TestStageStaleFeedback: quality for a stage never sent or reported
+// twice is ignored and counted, never applied.
+func TestStageStaleFeedback(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sa, sb := stagePair(t, StageConfig{})
+	if _, err := sa.Send(ctx, testPackets(0, 4, 100)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := sb.Recv(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []struct {
+		stage uint64
+		v     float64
+	}{{99, 1}, {st.Number, 1}, {st.Number, -5}} {
+		if err := sb.ReportQuality(ctx, q.stage, q.v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(ctx, t, "the ignored feedback to be counted", func() bool {
+		c := sa.Stats().Controller
+		return c.Unknown == 1 && c.Stale == 1
+	})
+	if c := sa.Stats().Controller; c.Applied != 1 || c.Quality != 1 {
+		t.Fatalf("controller %+v: the repeated quality was applied", c)
+	}
+	if err := sb.ReportQuality(ctx, 0, 0/zero()); err == nil {
+		t.Fatal("NaN quality accepted")
+	}
+}
+
+func zero() float64 { return 0 }
+
+// TestStageHostilePeer: a peer that breaks the stage protocol loses its
+// connection; the StageConn reports why; another pair is untouched.
+func TestStageHostilePeer(t *testing.T) {
+	pkt := func(h wire.StagePacket, payload string) []byte { return wire.AppendStagePacket(nil, h, []byte(payload)) }
+	for _, tc := range []struct {
+		name string
+		msgs []Message
+	}{
+		{"short packet", []Message{{Tag: stageTagPacket, Data: []byte{1, 2}}}},
+		{"index beyond total", []Message{{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Index: 9, Total: 3, Sent: 3}, "x")}}},
+		{"duplicate packet", []Message{
+			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Index: 1, Total: 3, Sent: 2}, "x")},
+			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Index: 1, Total: 3, Sent: 2}, "x")},
+		}},
+		{"another stage before this one is complete", []Message{
+			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Index: 0, Total: 3, Sent: 2}, "x")},
+			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 1, Index: 0, Total: 3, Sent: 2}, "x")},
+		}},
+		{"stage number going back", []Message{
+			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 5, Index: 0, Total: 1, Sent: 1}, "x")},
+			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 5, Index: 0, Total: 1, Sent: 1}, "x")},
+		}},
+		{"more bytes than allowed", []Message{{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Index: 0, Total: 2, Sent: 2}, string(make([]byte, 2000)))}}},
+		{"bad feedback", []Message{{Tag: stageTagFeedback, Data: []byte{9}}}},
+		{"unknown tag", []Message{{Tag: 77, Data: []byte("hi")}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			a, b, _ := emuPair(t, Config{}, 100e6)
+			sb, err := NewStageConn(b, StageConfig{MaxStageBytes: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sb.Close()
+			defer a.Close()
+			// A good pair next to it keeps working.
+			ga, gb := stagePair(t, StageConfig{})
+			for _, m := range tc.msgs {
+				if err := a.Send(ctx, m.Tag, m.Data); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got Stage
+			for err == nil {
+				got, err = sb.Recv(ctx)
+			}
+			if !errors.Is(err, ErrStageProtocol) {
+				t.Fatalf("Recv = %v (last stage %d), want ErrStageProtocol", err, got.Number)
+			}
+			// The peer may first get feedback on a stage it completed.
+			for {
+				if _, err := a.Recv(ctx); err != nil {
+					if ctx.Err() != nil {
+						t.Fatal("the hostile peer's connection is still open")
+					}
+					break
+				}
+			}
+			if _, err := ga.Send(ctx, testPackets(1, 3, 10)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := gb.Recv(ctx); err != nil {
+				t.Fatalf("the other pair broke: %v", err)
+			}
+		})
+	}
+}
+
+func TestStageConfigErrors(t *testing.T) {
+	a, b, _ := emuPair(t, Config{}, 100e6)
+	defer a.Close()
+	defer b.Close()
+	for _, cfg := range []StageConfig{
+		{Discard: discard.Config{History: 1}},
+		{Discard: discard.Config{Max: 2}},
+		{MaxPackets: -1},
+		{MaxStageBytes: -5},
+		{Queue: 5000},
+	} {
+		if _, err := NewStageConn(a, cfg); !errors.Is(err, ErrConfig) {
+			t.Errorf("NewStageConn(%+v) = %v, want ErrConfig", cfg, err)
+		}
+	}
+	s, err := NewStageConn(a, StageConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Send(context.Background(), nil); !errors.Is(err, ErrEmptyStage) {
+		t.Fatalf("empty stage: %v", err)
+	}
+}
