@@ -136,7 +136,9 @@ func zero() float64 { return 0 }
 // TestStageHostilePeer: a peer that breaks the stage protocol loses its
 // connection; the StageConn reports why; another pair is untouched.
 func TestStageHostilePeer(t *testing.T) {
-	pkt := func(h wire.StagePacket, payload string) []byte { return wire.AppendStagePacket(nil, h, []byte(payload)) }
+	pkt := func(h wire.StagePacket, payload string) []byte {
+		return wire.AppendStagePacket(nil, h, []byte(payload))
+	}
 	for _, tc := range []struct {
 		name string
 		msgs []Message
