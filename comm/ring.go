@@ -1,0 +1,342 @@
+package comm
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Op is the reduction.
+type Op int
+
+// Reductions.
+const (
+	Sum  Op = iota // element-wise sum over the ranks
+	Mean           // element-wise mean over the ranks
+)
+
+// DefaultPacketFloats is the default number of values per packet (4 KiB).
+const DefaultPacketFloats = 1024
+
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = errors.New("comm: invalid config")
+
+// ErrPeer is wrapped by errors about what a neighbour sent.
+var ErrPeer = errors.New("comm: bad stage from a neighbour")
+
+// Received is one stage as a Transport delivers it.
+type Received struct {
+	// Number identifies the stage for ReportQuality.
+	Number uint64
+	// Packets has one entry per packet of the stage; nil where the sender
+	// discarded it.
+	Packets [][]byte
+}
+
+// Transport moves stages between neighbouring ranks of a ring.
+type Transport interface {
+	// Send sends a stage to the next rank and says which packets were
+	// discarded (nil: none).
+	Send(ctx context.Context, packets [][]byte) (discarded []bool, err error)
+	// Recv receives the next stage from the previous rank.
+	Recv(ctx context.Context) (Received, error)
+	// ReportQuality tells the previous rank the quality of the result its
+	// stage helped compute (higher is better).
+	ReportQuality(ctx context.Context, stage uint64, q float64) error
+}
+
+// Config configures a Ring. The zero value of every field means its
+// default.
+type Config struct {
+	// PacketFloats is the number of values per packet, 1..1<<20; 0 means
+	// DefaultPacketFloats.
+	PacketFloats int
+	// Op is the reduction: Sum (the default) or Mean.
+	Op Op
+	// ErrorFeedback keeps discarded reduce-scatter packets and adds them
+	// to the next Allreduce (see the package documentation).
+	ErrorFeedback bool
+}
+
+// Stats counts what a Ring's Allreduce calls did.
+type Stats struct {
+	Calls           uint64
+	PacketsSent     uint64 // packets handed to the transport
+	PacketsDropped  uint64 // of those, discarded by the transport
+	PacketsReceived uint64
+	PacketsMissing  uint64 // packets of received stages that were discarded upstream
+	Deferred        uint64 // discarded packets kept for error feedback
+}
+
+// Ring is one rank's side of a ring allreduce.
+type Ring struct {
+	rank, size int
+	t          Transport
+	cfg        Config
+
+	n      int       // vector length of the current buffers
+	acc    []float32 // partial sums (reduce-scatter) then results
+	cnt    []uint32  // contributions per packet, indexed by global packet
+	first  []int     // first global packet of each chunk
+	resid  [][]float32
+	rcnt   [][]uint32
+	pkts   [][]byte
+	stages []uint64
+	st     Stats
+}
+
+// NewRing returns rank's side (0 <= rank < size) of a ring over t.
+func NewRing(rank, size int, t Transport, cfg Config) (*Ring, error) {
+	if size < 1 || size > 1<<16 {
+		return nil, fmt.Errorf("%w: size = %d out of range; allowed: 1..65536", ErrConfig, size)
+	}
+	if rank < 0 || rank >= size {
+		return nil, fmt.Errorf("%w: rank = %d out of range; allowed: 0..%d", ErrConfig, rank, size-1)
+	}
+	if cfg.PacketFloats == 0 {
+		cfg.PacketFloats = DefaultPacketFloats
+	}
+	if cfg.PacketFloats < 1 || cfg.PacketFloats > 1<<20 {
+		return nil, fmt.Errorf("%w: PacketFloats = %d out of range; allowed: 1..1048576 (0 = default %d)", ErrConfig, cfg.PacketFloats, DefaultPacketFloats)
+	}
+	if cfg.Op != Sum && cfg.Op != Mean {
+		return nil, fmt.Errorf("%w: Op = %d out of range; allowed: Sum (0) or Mean (1)", ErrConfig, cfg.Op)
+	}
+	if size > 1 && t == nil {
+		return nil, fmt.Errorf("%w: nil Transport for a ring of %d ranks", ErrConfig, size)
+	}
+	return &Ring{rank: rank, size: size, t: t, cfg: cfg}, nil
+}
+
+// Stats returns the ring's counters.
+func (r *Ring) Stats() Stats { return r.st }
+
+// Stages returns the numbers of the stages received by the last Allreduce.
+func (r *Ring) Stages() []uint64 { return r.stages }
+
+// ReportQuality reports q for every stage the last Allreduce received.
+func (r *Ring) ReportQuality(ctx context.Context, q float64) error {
+	for _, s := range r.stages {
+		if err := r.t.ReportQuality(ctx, s, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func mod(a, n int) int { return ((a % n) + n) % n }
+
+// chunk returns the range of chunk c of a vector of length n.
+func (r *Ring) chunk(c int) (lo, hi int) { return c * r.n / r.size, (c + 1) * r.n / r.size }
+
+// npk returns the number of packets of chunk c (at least one).
+func (r *Ring) npk(c int) int {
+	lo, hi := r.chunk(c)
+	return max(1, (hi-lo+r.cfg.PacketFloats-1)/r.cfg.PacketFloats)
+}
+
+// span returns the values of packet j of chunk c.
+func (r *Ring) span(c, j int) (lo, hi int) {
+	clo, chi := r.chunk(c)
+	lo = min(chi, clo+j*r.cfg.PacketFloats)
+	return lo, min(chi, lo+r.cfg.PacketFloats)
+}
+
+func (r *Ring) resize(n int) {
+	if r.n == n && r.acc != nil {
+		return
+	}
+	r.n = n
+	r.acc = make([]float32, n)
+	r.first = make([]int, r.size+1)
+	for c := range r.size {
+		r.first[c+1] = r.first[c] + r.npk(c)
+	}
+	r.cnt = make([]uint32, r.first[r.size])
+	r.resid = make([][]float32, r.size-1)
+	r.rcnt = make([][]uint32, r.size-1)
+}
+
+// Allreduce replaces x, on every rank, with the reduction of all ranks' x.
+// Every rank must call it with vectors of the same length.
+func (r *Ring) Allreduce(ctx context.Context, x []float32) error {
+	r.st.Calls++
+	r.stages = r.stages[:0]
+	if r.size == 1 {
+		return nil
+	}
+	r.resize(len(x))
+	copy(r.acc, x)
+	for i := range r.cnt {
+		r.cnt[i] = 1
+	}
+	N := r.size
+	// Reduce-scatter: after hop k, this rank holds the partial sum of
+	// chunk (rank-k-1) over k+2 ranks.
+	for k := 0; k < N-1; k++ {
+		sc, rc := mod(r.rank-k, N), mod(r.rank-k-1, N)
+		if r.cfg.ErrorFeedback {
+			r.addResidual(k, sc)
+		}
+		disc, err := r.send(ctx, sc)
+		if err != nil {
+			return err
+		}
+		if r.cfg.ErrorFeedback {
+			r.keepResidual(k, sc, disc)
+		}
+		if err := r.recv(ctx, rc, x, true); err != nil {
+			return err
+		}
+	}
+	// Allgather: pass the finished chunks around.
+	for k := 0; k < N-1; k++ {
+		sc, rc := mod(r.rank+1-k, N), mod(r.rank-k, N)
+		if _, err := r.send(ctx, sc); err != nil {
+			return err
+		}
+		if err := r.recv(ctx, rc, x, false); err != nil {
+			return err
+		}
+	}
+	r.finish(x)
+	return nil
+}
+
+// addResidual adds what hop k discarded last time to chunk c.
+func (r *Ring) addResidual(k, c int) {
+	if r.resid[k] == nil {
+		return
+	}
+	lo, hi := r.chunk(c)
+	if len(r.resid[k]) != hi-lo {
+		r.resid[k], r.rcnt[k] = nil, nil
+		return
+	}
+	for i, v := range r.resid[k] {
+		r.acc[lo+i] += v
+	}
+	for j, n := range r.rcnt[k] {
+		r.cnt[r.first[c]+j] += n
+	}
+	r.resid[k], r.rcnt[k] = nil, nil
+}
+
+// keepResidual keeps the packets of chunk c that hop k discarded.
+func (r *Ring) keepResidual(k, c int, disc []bool) {
+	if disc == nil {
+		return
+	}
+	lo, hi := r.chunk(c)
+	r.resid[k] = make([]float32, hi-lo)
+	r.rcnt[k] = make([]uint32, r.npk(c))
+	for j, d := range disc {
+		if !d {
+			continue
+		}
+		plo, phi := r.span(c, j)
+		copy(r.resid[k][plo-lo:phi-lo], r.acc[plo:phi])
+		r.rcnt[k][j] = r.cnt[r.first[c]+j]
+		r.st.Deferred++
+	}
+}
+
+// send sends chunk c as one stage: per packet, its count then its values.
+func (r *Ring) send(ctx context.Context, c int) ([]bool, error) {
+	np := r.npk(c)
+	r.pkts = r.pkts[:0]
+	for j := range np {
+		lo, hi := r.span(c, j)
+		b := make([]byte, 4+4*(hi-lo))
+		binary.LittleEndian.PutUint32(b, r.cnt[r.first[c]+j])
+		for i, v := range r.acc[lo:hi] {
+			binary.LittleEndian.PutUint32(b[4+4*i:], math.Float32bits(v))
+		}
+		r.pkts = append(r.pkts, b)
+	}
+	disc, err := r.t.Send(ctx, r.pkts)
+	r.st.PacketsSent += uint64(np)
+	for _, d := range disc {
+		if d {
+			r.st.PacketsDropped++
+		}
+	}
+	if disc != nil && len(disc) != np {
+		return nil, fmt.Errorf("comm: transport reported %d discard marks for %d packets", len(disc), np)
+	}
+	return disc, err
+}
+
+// recv receives chunk c. In the reduce-scatter (reduce) a packet's values
+// are added to this rank's own x, in the allgather they replace the
+// partial sums; a missing packet leaves this rank's own contribution.
+func (r *Ring) recv(ctx context.Context, c int, x []float32, reduce bool) error {
+	st, err := r.t.Recv(ctx)
+	if err != nil {
+		return err
+	}
+	r.stages = append(r.stages, st.Number)
+	np := r.npk(c)
+	if len(st.Packets) != np {
+		return fmt.Errorf("%w: stage of %d packets for a chunk of %d", ErrPeer, len(st.Packets), np)
+	}
+	for j, p := range st.Packets {
+		lo, hi := r.span(c, j)
+		g := r.first[c] + j
+		if p == nil {
+			r.st.PacketsMissing++
+			copy(r.acc[lo:hi], x[lo:hi])
+			r.cnt[g] = 1
+			continue
+		}
+		r.st.PacketsReceived++
+		if len(p) != 4+4*(hi-lo) {
+			return fmt.Errorf("%w: packet %d of %d bytes, want %d", ErrPeer, j, len(p), 4+4*(hi-lo))
+		}
+		n := binary.LittleEndian.Uint32(p)
+		if n == 0 || n > 1<<30 {
+			return fmt.Errorf("%w: packet %d counts %d contributions", ErrPeer, j, n)
+		}
+		vals := p[4:]
+		if reduce {
+			for i := lo; i < hi; i++ {
+				r.acc[i] = math.Float32frombits(binary.LittleEndian.Uint32(vals[4*(i-lo):])) + x[i]
+			}
+			r.cnt[g] = n + 1
+		} else {
+			for i := lo; i < hi; i++ {
+				r.acc[i] = math.Float32frombits(binary.LittleEndian.Uint32(vals[4*(i-lo):]))
+			}
+			r.cnt[g] = n
+		}
+	}
+	return nil
+}
+
+// finish writes the results into x, scaled by the contributions that
+// arrived.
+func (r *Ring) finish(x []float32) {
+	N := uint32(r.size)
+	for c := range r.size {
+		for j := range r.npk(c) {
+			lo, hi := r.span(c, j)
+			n := r.cnt[r.first[c]+j]
+			switch {
+			case r.cfg.Op == Mean:
+				d := float32(n)
+				for i := lo; i < hi; i++ {
+					x[i] = r.acc[i] / d
+				}
+			case n == N:
+				copy(x[lo:hi], r.acc[lo:hi])
+			default:
+				s := float32(N) / float32(n)
+				for i := lo; i < hi; i++ {
+					x[i] = r.acc[i] * s
+				}
+			}
+		}
+	}
+}

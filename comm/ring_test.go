@@ -1,0 +1,254 @@
+package comm
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"pgregory.net/rapid"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// runRing runs Allreduce on every rank at once, calls times, with inputs
+// from gen(call, rank), and returns each rank's results of the last call.
+func runRing(t testing.TB, ts []Transport, cfg Config, n, calls int, gen func(call, rank int) []float32) ([][]float32, []*Ring) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	N := len(ts)
+	rings := make([]*Ring, N)
+	for i := range rings {
+		r, err := NewRing(i, N, ts[i], cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rings[i] = r
+	}
+	out := make([][]float32, N)
+	for call := range calls {
+		var wg sync.WaitGroup
+		errs := make([]error, N)
+		for i := range N {
+			out[i] = gen(call, i)
+			wg.Go(func() { errs[i] = rings[i].Allreduce(ctx, out[i]) })
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("rank %d: %v", i, err)
+			}
+		}
+	}
+	return out, rings
+}
+
+// TestPropertySum: for random N (2-16), lengths and packet sizes, the
+// reliable ring (nothing discarded) gives every rank exactly the
+// sequential sum (inputs are small integers, so float32 sums are exact in
+// any order), and Mean gives the sum divided by N.
+func TestPropertySum(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		N := rapid.IntRange(2, 16).Draw(rt, "N")
+		n := rapid.IntRange(0, 3000).Draw(rt, "len")
+		cfg := Config{PacketFloats: rapid.IntRange(1, 400).Draw(rt, "packet"), Op: rapid.SampledFrom([]Op{Sum, Mean}).Draw(rt, "op")}
+		seed := rapid.Uint64().Draw(rt, "seed")
+		inputs := make([][]float32, N)
+		want := make([]float32, n)
+		rng := rand.New(rand.NewPCG(seed, 1))
+		for i := range inputs {
+			inputs[i] = make([]float32, n)
+			for j := range inputs[i] {
+				inputs[i][j] = float32(rng.IntN(2001) - 1000)
+				want[j] += inputs[i][j]
+			}
+		}
+		if cfg.Op == Mean {
+			for j := range want {
+				want[j] /= float32(N)
+			}
+		}
+		out, _ := runRing(t, MemRing(N, 0, seed), cfg, n, 1, func(_, r int) []float32 { return append([]float32(nil), inputs[r]...) })
+		for r := range N {
+			for j := range n {
+				if out[r][j] != want[j] {
+					rt.Fatalf("rank %d element %d: %v, sequential %v", r, j, out[r][j], want[j])
+				}
+			}
+		}
+	})
+}
+
+// TestPropertyRealValues: with arbitrary float inputs the ring's sum is
+// the sequential sum up to float32 rounding.
+func TestPropertyRealValues(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		N := rapid.IntRange(2, 16).Draw(rt, "N")
+		n := rapid.IntRange(1, 2000).Draw(rt, "len")
+		cfg := Config{PacketFloats: rapid.IntRange(1, 300).Draw(rt, "packet")}
+		rng := rand.New(rand.NewPCG(rapid.Uint64().Draw(rt, "seed"), 2))
+		inputs := make([][]float32, N)
+		want := make([]float64, n)
+		for i := range inputs {
+			inputs[i] = make([]float32, n)
+			for j := range inputs[i] {
+				inputs[i][j] = float32(rng.NormFloat64())
+				want[j] += float64(inputs[i][j])
+			}
+		}
+		out, _ := runRing(t, MemRing(N, 0, 1), cfg, n, 1, func(_, r int) []float32 { return append([]float32(nil), inputs[r]...) })
+		for r := range N {
+			for j := range n {
+				if math.Abs(float64(out[r][j])-want[j]) > 1e-5*float64(N)*4 {
+					rt.Fatalf("rank %d element %d: %v, sequential %v", r, j, out[r][j], want[j])
+				}
+			}
+		}
+	})
+}
+
+// TestLossyUnbiased: when every rank's input is an independent, unbiased
+// estimate of the same vector (data-parallel gradients), the loss-tolerant
+// ring's result is an unbiased estimate of the sum: averaged over many
+// calls at a 40 % discard rate it matches N*mu, where filling the gaps
+// with zeros would come out about a third short.
+func TestLossyUnbiased(t *testing.T) {
+	const N, n, calls = 6, 600, 60
+	for _, op := range []Op{Sum, Mean} {
+		mean := make([]float64, n)
+		ts := MemRing(N, 0.4, 9)
+		rng := rand.New(rand.NewPCG(3, 4))
+		var mu sync.Mutex
+		gen := func(call, rank int) []float32 {
+			mu.Lock()
+			defer mu.Unlock()
+			x := make([]float32, n)
+			for j := range x {
+				x[j] = float32(10 + rng.NormFloat64())
+			}
+			return x
+		}
+		ctx := context.Background()
+		rings := make([]*Ring, N)
+		for i := range rings {
+			rings[i], _ = NewRing(i, N, ts[i], Config{PacketFloats: 20, Op: op})
+		}
+		for range calls {
+			var wg sync.WaitGroup
+			outs := make([][]float32, N)
+			for i := range N {
+				outs[i] = gen(0, i)
+				wg.Go(func() {
+					if err := rings[i].Allreduce(ctx, outs[i]); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			for j := range n {
+				mean[j] += float64(outs[0][j]) / calls
+			}
+		}
+		want := 10.0
+		if op == Sum {
+			want = 10 * N
+		}
+		avg := 0.0
+		for _, v := range mean {
+			avg += v / n
+		}
+		if math.Abs(avg-want) > 0.01*want {
+			t.Fatalf("op %d: mean result %.3f, want %.1f (unbiased)", op, avg, want)
+		}
+		st := rings[0].Stats()
+		if st.PacketsMissing == 0 || st.PacketsDropped == 0 {
+			t.Fatalf("nothing was discarded: %+v", st)
+		}
+	}
+}
+
+// TestErrorFeedback: with error feedback, the reduce-scatter packets a
+// rank discards come back in its next call: counts above N show the
+// delayed contributions, and the Mean of constant inputs stays exact.
+func TestErrorFeedback(t *testing.T) {
+	const N, n = 4, 400
+	ts := MemRing(N, 0.5, 5)
+	out, rings := runRing(t, ts, Config{PacketFloats: 10, Op: Mean, ErrorFeedback: true}, n, 5, func(_, r int) []float32 {
+		x := make([]float32, n)
+		for j := range x {
+			x[j] = 3
+		}
+		return x
+	})
+	deferred, above := uint64(0), 0
+	for _, r := range rings {
+		deferred += r.Stats().Deferred
+		for _, c := range r.cnt {
+			if c > N {
+				above++
+			}
+		}
+	}
+	if deferred == 0 || above == 0 {
+		t.Fatalf("error feedback kept %d packets, %d packets counted more than %d contributions", deferred, above, N)
+	}
+	for r := range N {
+		for j, v := range out[r] {
+			if v != 3 {
+				t.Fatalf("rank %d element %d: %v, want 3", r, j, v)
+			}
+		}
+	}
+}
+
+func TestNewRingErrors(t *testing.T) {
+	ts := MemRing(2, 0, 1)
+	for _, tc := range []struct {
+		rank, size int
+		t          Transport
+		cfg        Config
+	}{
+		{0, 0, ts[0], Config{}},
+		{2, 2, ts[0], Config{}},
+		{-1, 2, ts[0], Config{}},
+		{0, 2, nil, Config{}},
+		{0, 2, ts[0], Config{PacketFloats: -1}},
+		{0, 2, ts[0], Config{Op: 7}},
+	} {
+		if _, err := NewRing(tc.rank, tc.size, tc.t, tc.cfg); !errors.Is(err, ErrConfig) {
+			t.Errorf("NewRing(%d, %d, %+v) = %v, want ErrConfig", tc.rank, tc.size, tc.cfg, err)
+		}
+	}
+	r, err := NewRing(0, 1, nil, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := []float32{1, 2}
+	if err := r.Allreduce(context.Background(), x); err != nil || x[0] != 1 || x[1] != 2 {
+		t.Fatalf("ring of one: %v %v", x, err)
+	}
+}
+
+// badLink delivers one malformed stage.
+type badLink struct{ st Received }
+
+func (b badLink) Send(context.Context, [][]byte) ([]bool, error)        { return nil, nil }
+func (b badLink) Recv(context.Context) (Received, error)                { return b.st, nil }
+func (b badLink) ReportQuality(context.Context, uint64, float64) error { return nil }
+
+func TestBadNeighbour(t *testing.T) {
+	for name, st := range map[string]Received{
+		"wrong packet count": {Packets: [][]byte{{1, 0, 0, 0}, {1, 0, 0, 0}}},
+		"short packet":       {Packets: [][]byte{{1, 0}}},
+		"zero count":         {Packets: [][]byte{{0, 0, 0, 0, 0, 0, 128, 63}}},
+	} {
+		r, _ := NewRing(0, 2, badLink{st}, Config{PacketFloats: 8})
+		if err := r.Allreduce(context.Background(), []float32{1}); !errors.Is(err, ErrPeer) {
+			t.Errorf("%s: %v, want ErrPeer", name, err)
+		}
+	}
+}
