@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -104,13 +106,11 @@ func clampFraction(f float64) float64 {
 // fractionAt returns the fraction in force at t and the index of the first
 // step after t (len(Steps) if none).
 func (p Profile) fractionAt(t time.Duration) (float64, int) {
-	f := 0.0
-	i := 0
-	for i < len(p.Steps) && p.Steps[i].At <= t {
-		f = p.Steps[i].Fraction
-		i++
+	i := sort.Search(len(p.Steps), func(i int) bool { return p.Steps[i].At > t })
+	if i == 0 {
+		return 0, 0
 	}
-	return clampFraction(f), i
+	return clampFraction(p.Steps[i-1].Fraction), i
 }
 
 // RateAt returns the rate in bits per second offered at time t:
@@ -186,4 +186,24 @@ func (p Profile) advance(from time.Duration, bits float64) (t time.Duration, ok 
 			i++
 		}
 	}
+}
+
+// Bursty returns background-load steps for rail that model competing
+// traffic coming and going: busy periods, during which a fraction drawn
+// uniformly from [lo, hi] of the capacity is taken, alternate with idle
+// ones; both last an exponentially distributed time of mean busy and idle.
+// It covers [0, horizon) and is fully determined by rng's state.
+func Bursty(rng *rand.Rand, rail int, busy, idle time.Duration, lo, hi float64, horizon time.Duration) []Load {
+	var out []Load
+	on := rng.IntN(2) == 0
+	for t := time.Duration(0); t < horizon; {
+		mean, f := idle, 0.0
+		if on {
+			mean, f = busy, lo+(hi-lo)*rng.Float64()
+		}
+		out = append(out, Load{Rail: rail, Fraction: f, At: t})
+		t += time.Duration(rng.ExpFloat64()*float64(mean)) + time.Millisecond
+		on = !on
+	}
+	return out
 }
