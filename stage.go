@@ -109,6 +109,9 @@ type SentStage struct {
 	Rate    float64 // the discard rate the stage was sent with
 	Packets int     // packets of the stage
 	Dropped int     // packets discarded before sending
+	// Discarded marks the discarded packets (index as in the stage); nil
+	// when none was.
+	Discarded []bool
 }
 
 // StageStats is a StageConn's telemetry: both directions, the sender's
@@ -247,7 +250,11 @@ func (s *StageConn) Send(ctx context.Context, packets [][]byte) (SentStage, erro
 	s.rates[s.nrates%RecentChoices] = rate
 	s.nrates++
 	s.mu.Unlock()
-	return SentStage{Number: stage, Rate: rate, Packets: n, Dropped: dropped}, err
+	out := SentStage{Number: stage, Rate: rate, Packets: n, Dropped: dropped}
+	if dropped > 0 {
+		out.Discarded = append([]bool(nil), s.drop[:n]...)
+	}
+	return out, err
 }
 
 // Recv returns the next complete received stage. After the connection

@@ -10,7 +10,6 @@ import (
 
 // Defaults for the zero values of Config.
 const (
-	DefaultInitial        = 0.05
 	DefaultUp             = 0.1
 	DefaultDown           = 0.05
 	DefaultDelayThreshold = 0.25
@@ -36,11 +35,11 @@ var (
 )
 
 // Config holds the controller's constants. The zero value of every field
-// means its default; QualityThreshold's default is 0.
+// means its default; the defaults of Initial and QualityThreshold are 0.
 type Config struct {
-	// Initial is Rp, the rate of the stage after the first stage with
-	// feedback (the first stage itself is sent with rate 0). In (0, Max];
-	// 0 means DefaultInitial.
+	// Initial is Rp, the rate set by the first stage's feedback (the
+	// first stage itself is sent with rate 0). In [0, Max]; the default
+	// is 0: discard nothing until the reception period grows.
 	Initial float64
 	// Up is the step up when the reception period grew. In (0, 1];
 	// 0 means DefaultUp.
@@ -82,11 +81,8 @@ func (c Config) Validate() (Config, error) {
 	if bad(c.Max) || c.Max <= 0 || c.Max >= 1 {
 		return c, cfgErr("Max", c.Max, "(0, 1); 0 = default 0.5")
 	}
-	if c.Initial == 0 {
-		c.Initial = min(DefaultInitial, c.Max)
-	}
 	if bad(c.Initial) || c.Initial < 0 || c.Initial > c.Max {
-		return c, cfgErr("Initial", c.Initial, fmt.Sprintf("[0, Max = %g]; 0 = default 0.05", c.Max))
+		return c, cfgErr("Initial", c.Initial, fmt.Sprintf("[0, Max = %g]", c.Max))
 	}
 	if c.Up == 0 {
 		c.Up = DefaultUp

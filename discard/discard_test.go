@@ -188,7 +188,7 @@ func TestFeedbackErrors(t *testing.T) {
 		t.Fatalf("quality for a future stage: %v, want ErrUnknown", err)
 	}
 	st := c.Stats()
-	if st.Unknown != 2 || st.Stale != 2 || st.Invalid != 2 || st.Applied != 1 || st.Rate != DefaultInitial {
+	if st.Unknown != 2 || st.Stale != 2 || st.Invalid != 2 || st.Applied != 1 || st.Rate != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 }
