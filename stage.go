@@ -56,6 +56,10 @@ type StageConfig struct {
 	// StageConn stops reading (flow control then holds the peer back).
 	// 1..1024; 0 means DefaultStageQueue.
 	Queue int
+	// Reliable sends every packet: the rate stays 0 whatever the
+	// feedback says (the controller still runs, so Stats shows what it
+	// would have done). For a baseline on the same transport.
+	Reliable bool
 	// Logger receives protocol errors; nil discards.
 	Logger *slog.Logger
 }
@@ -89,27 +93,33 @@ func (c StageConfig) validate() (StageConfig, error) {
 	return c, nil
 }
 
-// Stage is one received stage.
+// Stage is one received stage, or one part of a stage sent in parts.
 type Stage struct {
 	// Number is the sender's stage number (0, 1, 2, ... for each
 	// StageConn); report the stage's quality under it.
 	Number uint64
-	// Packets has one entry per packet of the stage as the sender cut it;
+	// Part and Parts place this part in its stage (0 and 1 for a stage
+	// sent whole).
+	Part, Parts int
+	// Packets has one entry per packet of the part as the sender cut it;
 	// nil where the sender discarded the packet.
 	Packets [][]byte
-	// Received is how many packets arrived.
+	// Received is how many packets of the part arrived.
 	Received int
-	// Period is the reception period: first packet to last packet.
+	// Period is the reception period so far: from the stage's first
+	// packet to this part's last (for the last part, the stage's period,
+	// the one reported back to the sender).
 	Period time.Duration
 }
 
-// SentStage says how a stage was sent.
+// SentStage says how a stage (or a part of one) was sent.
 type SentStage struct {
 	Number  uint64
+	Part    int
 	Rate    float64 // the discard rate the stage was sent with
 	Packets int     // packets of the stage
 	Dropped int     // packets discarded before sending
-	// Discarded marks the discarded packets (index as in the stage); nil
+	// Discarded marks the discarded packets (index as in the part); nil
 	// when none was.
 	Discarded []bool
 }
@@ -140,15 +150,19 @@ type StageStats struct {
 
 // inStage is a stage being received.
 type inStage struct {
-	number     uint64
-	total      int
-	sent       int
-	got        int
-	bytes      int64
-	first      time.Time
-	packets    [][]byte
-	lastNumber uint64 // number of the last completed stage
-	any        bool   // a stage was completed before
+	number      uint64
+	part, parts int  // the part being received (or the last one completed)
+	open        bool // a stage is in progress: more parts follow
+	inPart      bool // a part is in progress
+	total       int
+	sent        int
+	got         int
+	received    int // packets of the stage so far
+	bytes       int64
+	first       time.Time
+	packets     [][]byte
+	lastNumber  uint64 // number of the last completed stage
+	any         bool   // a stage was completed before
 }
 
 // StageConn runs loss-tolerant stages (JP7684261B2) over a Conn, in both
@@ -163,10 +177,15 @@ type StageConn struct {
 	cfg StageConfig
 
 	sendMu sync.Mutex // one Send at a time: stages are sequential
-	pcg    *rand.PCG
-	rng    *rand.Rand
-	drop   []bool
-	buf    []byte
+	out    struct {
+		number      uint64
+		rate        float64
+		part, parts int // last part sent, of parts; part+1 == parts: none open
+	}
+	pcg  *rand.PCG
+	rng  *rand.Rand
+	drop []bool
+	buf  []byte
 
 	mu      sync.Mutex // guards everything below
 	ctrl    *discard.Controller
@@ -212,24 +231,56 @@ func (s *StageConn) Conn() *Conn { return s.c }
 // returns. Every packet should be smaller than the Conn's EagerLimit minus
 // wire.StagePacketHeaderSize bytes, or each costs a round trip.
 func (s *StageConn) Send(ctx context.Context, packets [][]byte) (SentStage, error) {
+	return s.SendPart(ctx, packets, 0, 1)
+}
+
+// ErrStageOrder is returned by SendPart for a part out of order.
+var ErrStageOrder = errors.New("multirail: stage part out of order")
+
+// SendPart sends part of a stage of parts parts, which are sent in order
+// 0, 1, ..., parts-1, each with at least one packet. Part 0 begins the
+// stage and fixes its rate; every part is sent at that rate, its discarded
+// packets spread over the part (seeded by Seed, stage number and part).
+// The receiver's reception period runs from the stage's first packet to
+// its last part's last packet: the waits between parts count. Otherwise
+// as Send.
+func (s *StageConn) SendPart(ctx context.Context, packets [][]byte, part, parts int) (SentStage, error) {
 	n := len(packets)
 	if n == 0 {
 		return SentStage{}, ErrEmptyStage
 	}
 	if n > s.cfg.MaxPackets {
-		return SentStage{}, fmt.Errorf("multirail: stage of %d packets; allowed 1..%d (StageConfig.MaxPackets)", n, s.cfg.MaxPackets)
+		return SentStage{}, fmt.Errorf("multirail: stage part of %d packets; allowed 1..%d (StageConfig.MaxPackets)", n, s.cfg.MaxPackets)
+	}
+	if parts < 1 || parts > wire.MaxStageParts || part < 0 || part >= parts {
+		return SentStage{}, fmt.Errorf("%w: part %d of %d; allowed parts 1..%d", ErrStageOrder, part, parts, wire.MaxStageParts)
 	}
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
-	s.mu.Lock()
-	stage, rate := s.ctrl.Begin()
-	s.mu.Unlock()
+	o := &s.out
+	open := o.parts > 0 && o.part+1 < o.parts
+	switch {
+	case part == 0 && open:
+		return SentStage{}, fmt.Errorf("%w: part 0 of a new stage while stage %d has sent %d of %d parts", ErrStageOrder, o.number, o.part+1, o.parts)
+	case part > 0 && (!open || part != o.part+1 || parts != o.parts):
+		return SentStage{}, fmt.Errorf("%w: part %d of %d after part %d of %d", ErrStageOrder, part, parts, o.part, o.parts)
+	}
+	if part == 0 {
+		s.mu.Lock()
+		o.number, o.rate = s.ctrl.Begin()
+		s.mu.Unlock()
+		if s.cfg.Reliable {
+			o.rate = 0
+		}
+	}
+	o.part, o.parts = part, parts
+	stage, rate := o.number, o.rate
 	if cap(s.drop) < n {
 		s.drop = make([]bool, n)
 	}
-	s.pcg.Seed(s.cfg.Seed, stage)
+	s.pcg.Seed(s.cfg.Seed, stage<<16|uint64(part))
 	dropped := discard.Select(s.rng, n, rate, s.drop[:n])
-	h := wire.StagePacket{Stage: stage, Total: uint32(n), Sent: uint32(n - dropped)}
+	h := wire.StagePacket{Stage: stage, Part: uint32(part), Parts: uint32(parts), Total: uint32(n), Sent: uint32(n - dropped)}
 	sent := 0
 	var err error
 	for i, p := range packets {
@@ -244,21 +295,24 @@ func (s *StageConn) Send(ctx context.Context, packets [][]byte) (SentStage, erro
 		sent++
 	}
 	s.mu.Lock()
-	s.st.StagesSent++
+	if part == 0 {
+		s.st.StagesSent++
+		s.rates[s.nrates%RecentChoices] = rate
+		s.nrates++
+	}
 	s.st.PacketsSent += uint64(sent)
 	s.st.PacketsDropped += uint64(dropped)
-	s.rates[s.nrates%RecentChoices] = rate
-	s.nrates++
 	s.mu.Unlock()
-	out := SentStage{Number: stage, Rate: rate, Packets: n, Dropped: dropped}
+	out := SentStage{Number: stage, Part: part, Rate: rate, Packets: n, Dropped: dropped}
 	if dropped > 0 {
 		out.Discarded = append([]bool(nil), s.drop[:n]...)
 	}
 	return out, err
 }
 
-// Recv returns the next complete received stage. After the connection
-// ends it returns the reason (io.EOF when the peer closed it cleanly).
+// Recv returns the next complete received stage, or part of a stage sent
+// in parts. After the connection ends it returns the reason (io.EOF when
+// the peer closed it cleanly).
 func (s *StageConn) Recv(ctx context.Context) (Stage, error) {
 	select {
 	case st := <-s.queue:
@@ -306,6 +360,9 @@ func (s *StageConn) Stats() StageStats {
 	st := s.st
 	st.Controller = s.ctrl.Stats()
 	st.Rate = st.Controller.Rate
+	if s.cfg.Reliable {
+		st.Rate = 0
+	}
 	n := min(s.nrates, RecentChoices)
 	st.RecentRates = make([]float64, 0, n)
 	for i := s.nrates - n; i < s.nrates; i++ {
@@ -370,22 +427,33 @@ func (s *StageConn) packet(ctx context.Context, data []byte, now time.Time) erro
 		return fmt.Errorf("%w: %w", ErrStageProtocol, err)
 	}
 	in := &s.in
-	if in.packets == nil {
-		if in.any && h.Stage <= in.lastNumber {
+	if !in.inPart {
+		// The first packet of a part: a new stage's part 0, or the next
+		// part of the open stage.
+		switch {
+		case !in.open && h.Part != 0:
+			return fmt.Errorf("%w: stage %d begins with part %d", ErrStageProtocol, h.Stage, h.Part)
+		case !in.open && in.any && h.Stage <= in.lastNumber:
 			return fmt.Errorf("%w: stage %d after stage %d", ErrStageProtocol, h.Stage, in.lastNumber)
+		case in.open && (h.Stage != in.number || int(h.Part) != in.part+1 || int(h.Parts) != in.parts):
+			return fmt.Errorf("%w: part %d of %d of stage %d while stage %d waits for part %d of %d", ErrStageProtocol, h.Part, h.Parts, h.Stage, in.number, in.part+1, in.parts)
 		}
-		in.number, in.total, in.sent, in.got, in.bytes, in.first = h.Stage, int(h.Total), int(h.Sent), 0, 0, now
+		if !in.open {
+			in.number, in.parts, in.first, in.received, in.open = h.Stage, int(h.Parts), now, 0, true
+		}
+		in.part, in.inPart = int(h.Part), true
+		in.total, in.sent, in.got, in.bytes = int(h.Total), int(h.Sent), 0, 0
 		in.packets = make([][]byte, h.Total)
 	}
 	switch {
-	case h.Stage != in.number || int(h.Total) != in.total || int(h.Sent) != in.sent:
-		return fmt.Errorf("%w: packet of stage %d (%d of %d) while stage %d (%d of %d) is incomplete", ErrStageProtocol, h.Stage, h.Sent, h.Total, in.number, in.sent, in.total)
+	case h.Stage != in.number || int(h.Part) != in.part || int(h.Parts) != in.parts || int(h.Total) != in.total || int(h.Sent) != in.sent:
+		return fmt.Errorf("%w: packet of stage %d part %d (%d of %d) while part %d of stage %d (%d of %d) is incomplete", ErrStageProtocol, h.Stage, h.Part, h.Sent, h.Total, in.part, in.number, in.sent, in.total)
 	case in.packets[h.Index] != nil:
-		return fmt.Errorf("%w: packet %d of stage %d twice", ErrStageProtocol, h.Index, h.Stage)
+		return fmt.Errorf("%w: packet %d of stage %d part %d twice", ErrStageProtocol, h.Index, h.Stage, h.Part)
 	}
 	in.bytes += int64(len(payload))
 	if in.bytes > s.cfg.MaxStageBytes {
-		return fmt.Errorf("%w: stage %d holds more than %d bytes (StageConfig.MaxStageBytes)", ErrStageProtocol, h.Stage, s.cfg.MaxStageBytes)
+		return fmt.Errorf("%w: stage %d part %d holds more than %d bytes (StageConfig.MaxStageBytes)", ErrStageProtocol, h.Stage, h.Part, s.cfg.MaxStageBytes)
 	}
 	if payload == nil {
 		payload = []byte{}
@@ -395,18 +463,25 @@ func (s *StageConn) packet(ctx context.Context, data []byte, now time.Time) erro
 	if in.got < in.sent {
 		return nil
 	}
-	st := Stage{Number: in.number, Packets: in.packets, Received: in.got, Period: now.Sub(in.first)}
-	in.packets, in.any, in.lastNumber = nil, true, in.number
+	in.received += in.got
+	st := Stage{Number: in.number, Part: in.part, Parts: in.parts, Packets: in.packets, Received: in.got, Period: now.Sub(in.first)}
+	in.packets, in.inPart = nil, false
+	last := in.part+1 == in.parts
 	s.mu.Lock()
-	s.st.StagesReceived++
 	s.st.PacketsReceived += uint64(st.Received)
-	s.st.LastPeriod = st.Period
+	if last {
+		s.st.StagesReceived++
+		s.st.LastPeriod = st.Period
+	}
 	s.mu.Unlock()
-	fb := wire.AppendStageFeedback(make([]byte, 0, wire.StageFeedbackSize), wire.StageFeedback{
-		Kind: wire.FeedbackPeriod, Stage: st.Number, Received: uint32(st.Received), Period: int64(st.Period),
-	})
-	if err := s.c.Send(ctx, stageTagFeedback, fb); err != nil {
-		return err
+	if last {
+		in.open, in.any, in.lastNumber = false, true, in.number
+		fb := wire.AppendStageFeedback(make([]byte, 0, wire.StageFeedbackSize), wire.StageFeedback{
+			Kind: wire.FeedbackPeriod, Stage: st.Number, Received: uint32(in.received), Period: int64(st.Period),
+		})
+		if err := s.c.Send(ctx, stageTagFeedback, fb); err != nil {
+			return err
+		}
 	}
 	select {
 	case s.queue <- st:

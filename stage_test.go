@@ -60,7 +60,7 @@ func TestStageRoundTrip(t *testing.T) {
 			t.Fatalf("stage %d sent as %+v, want rate %v", s, sent, wantRates[s])
 		}
 		// The same seed gives the same choice.
-		pcg := rand.NewPCG(42, uint64(s))
+		pcg := rand.NewPCG(42, uint64(s)<<16) // part 0
 		drop := make([]bool, n)
 		if d := discard.Select(rand.New(pcg), n, sent.Rate, drop); d != sent.Dropped {
 			t.Fatalf("stage %d: dropped %d, the seeded selection drops %d", s, sent.Dropped, d)
@@ -144,20 +144,29 @@ func TestStageHostilePeer(t *testing.T) {
 		msgs []Message
 	}{
 		{"short packet", []Message{{Tag: stageTagPacket, Data: []byte{1, 2}}}},
-		{"index beyond total", []Message{{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Index: 9, Total: 3, Sent: 3}, "x")}}},
+		{"index beyond total", []Message{{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 9, Total: 3, Sent: 3}, "x")}}},
 		{"duplicate packet", []Message{
-			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Index: 1, Total: 3, Sent: 2}, "x")},
-			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Index: 1, Total: 3, Sent: 2}, "x")},
+			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 1, Total: 3, Sent: 2}, "x")},
+			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 1, Total: 3, Sent: 2}, "x")},
 		}},
 		{"another stage before this one is complete", []Message{
-			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Index: 0, Total: 3, Sent: 2}, "x")},
-			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 1, Index: 0, Total: 3, Sent: 2}, "x")},
+			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 0, Total: 3, Sent: 2}, "x")},
+			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 1, Parts: 1, Index: 0, Total: 3, Sent: 2}, "x")},
 		}},
 		{"stage number going back", []Message{
-			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 5, Index: 0, Total: 1, Sent: 1}, "x")},
-			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 5, Index: 0, Total: 1, Sent: 1}, "x")},
+			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 5, Parts: 1, Index: 0, Total: 1, Sent: 1}, "x")},
+			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 5, Parts: 1, Index: 0, Total: 1, Sent: 1}, "x")},
 		}},
-		{"more bytes than allowed", []Message{{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Index: 0, Total: 2, Sent: 2}, string(make([]byte, 2000)))}}},
+		{"part 1 first", []Message{{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Part: 1, Parts: 2, Index: 0, Total: 1, Sent: 1}, "x")}}},
+		{"parts skipped", []Message{
+			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Part: 0, Parts: 3, Index: 0, Total: 1, Sent: 1}, "x")},
+			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Part: 2, Parts: 3, Index: 0, Total: 1, Sent: 1}, "x")},
+		}},
+		{"new stage before the last part", []Message{
+			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Part: 0, Parts: 2, Index: 0, Total: 1, Sent: 1}, "x")},
+			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 1, Part: 0, Parts: 2, Index: 0, Total: 1, Sent: 1}, "x")},
+		}},
+		{"more bytes than allowed", []Message{{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 0, Total: 2, Sent: 2}, string(make([]byte, 2000)))}}},
 		{"bad feedback", []Message{{Tag: stageTagFeedback, Data: []byte{9}}}},
 		{"unknown tag", []Message{{Tag: 77, Data: []byte("hi")}}},
 	} {
@@ -226,5 +235,65 @@ func TestStageConfigErrors(t *testing.T) {
 	defer s.Close()
 	if _, err := s.Send(context.Background(), nil); !errors.Is(err, ErrEmptyStage) {
 		t.Fatalf("empty stage: %v", err)
+	}
+}
+
+// TestStageParts: a stage sent in parts arrives part by part, at the
+// stage's one rate; its period spans the wait between parts and is
+// reported once, for the whole stage.
+func TestStageParts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sa, sb := stagePair(t, StageConfig{Discard: discard.Config{Initial: 0.4, DelayThreshold: 1000}})
+	const gap = 30 * time.Millisecond
+	for s := range 3 {
+		var rates []float64
+		for part := range 3 {
+			if part > 0 {
+				time.Sleep(gap) // the sender is busy between parts
+			}
+			sent, err := sa.SendPart(ctx, testPackets(part, 20, 64), part, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rates = append(rates, sent.Rate)
+			got, err := sb.Recv(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Number != uint64(s) || got.Part != part || got.Parts != 3 || got.Received != 20-sent.Dropped {
+				t.Fatalf("stage %d part %d received as %d part %d of %d, %d packets", s, part, got.Number, got.Part, got.Parts, got.Received)
+			}
+			if part == 2 {
+				if got.Period < 2*gap {
+					t.Fatalf("stage period %v does not span the %v waits between parts", got.Period, 2*gap)
+				}
+				if err := sb.ReportQuality(ctx, got.Number, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if rates[0] != rates[1] || rates[1] != rates[2] {
+			t.Fatalf("stage %d parts sent at rates %v", s, rates)
+		}
+		waitFor(ctx, t, "the stage's feedback", func() bool { return sa.Stats().Controller.Applied == uint64(s+1) })
+	}
+	st := sa.Stats()
+	if st.StagesSent != 3 || st.Controller.Period < 2*gap || st.Controller.Received == 0 || st.PacketsDropped == 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	if rs := sb.Stats(); rs.StagesReceived != 3 {
+		t.Fatalf("receiver counted %d stages, want 3", rs.StagesReceived)
+	}
+	for _, bad := range [][2]int{{1, 3}, {0, 0}, {3, 3}} {
+		if _, err := sa.SendPart(ctx, testPackets(0, 1, 8), bad[0], bad[1]); !errors.Is(err, ErrStageOrder) {
+			t.Fatalf("SendPart(part %d of %d) = %v, want ErrStageOrder", bad[0], bad[1], err)
+		}
+	}
+	if _, err := sa.SendPart(ctx, testPackets(0, 1, 8), 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sa.SendPart(ctx, testPackets(0, 1, 8), 0, 2); !errors.Is(err, ErrStageOrder) {
+		t.Fatalf("a new stage before the open one's last part: %v, want ErrStageOrder", err)
 	}
 }

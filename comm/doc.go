@@ -15,8 +15,11 @@
 //     a missing partial sum in the reduce-scatter leaves only the
 //     receiver's own contribution, and the owner of a chunk divides by the
 //     count that arrived (Mean) or rescales by N/count (Sum);
-//   - a packet missing in the allgather is filled with the receiver's own
-//     contribution (scaled to the op), an unbiased estimate of the result;
+//   - a packet missing in the allgather is filled with the partial sum
+//     the receiver made of it in the reduce-scatter (its own contribution
+//     and those that reached it), divided or rescaled by its count: when
+//     the ranks' inputs are unbiased estimates of the same quantity (as
+//     data-parallel gradients are), so is the result;
 //   - with Config.ErrorFeedback, a sender keeps the reduce-scatter
 //     packets it discarded and adds them, values and counts, to the same
 //     positions of the same hop in the next Allreduce.

@@ -25,4 +25,3 @@ func FuzzSplitPackets(f *testing.F) {
 		}
 	})
 }
-

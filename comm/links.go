@@ -18,8 +18,8 @@ type StageLink struct {
 }
 
 // Send implements Transport.
-func (l StageLink) Send(ctx context.Context, packets [][]byte) ([]bool, error) {
-	s, err := l.Next.Send(ctx, packets)
+func (l StageLink) Send(ctx context.Context, packets [][]byte, part, parts int) ([]bool, error) {
+	s, err := l.Next.SendPart(ctx, packets, part, parts)
 	return s.Discarded, err
 }
 
@@ -45,7 +45,7 @@ type ConnLink struct {
 }
 
 // Send implements Transport.
-func (l *ConnLink) Send(ctx context.Context, packets [][]byte) ([]bool, error) {
+func (l *ConnLink) Send(ctx context.Context, packets [][]byte, _, _ int) ([]bool, error) {
 	l.buf = appendPackets(l.buf[:0], packets)
 	return nil, l.Next.Send(ctx, connTag, l.buf)
 }
@@ -104,7 +104,7 @@ func splitPackets(b []byte) ([][]byte, error) {
 
 // MemRing returns in-process transports for a ring of n ranks, for tests
 // and examples: every hop discards a fixed fraction rate of its packets
-// with discard.Select, seeded by (seed, rank, stage number).
+// with discard.Select, seeded by (seed, rank, stage number, part).
 func MemRing(n int, rate float64, seed uint64) []Transport {
 	chans := make([]chan Received, n) // chans[i] carries stages into rank i
 	for i := range chans {
@@ -127,12 +127,14 @@ type memLink struct {
 	quality map[uint64]float64
 }
 
-func (l *memLink) Send(ctx context.Context, packets [][]byte) ([]bool, error) {
-	rng := rand.New(rand.NewPCG(l.seed^uint64(l.rank)<<32, l.next))
+func (l *memLink) Send(ctx context.Context, packets [][]byte, part, parts int) ([]bool, error) {
+	rng := rand.New(rand.NewPCG(l.seed^uint64(l.rank)<<32, l.next<<16|uint64(part)))
 	drop := make([]bool, len(packets))
 	d := discard.Select(rng, len(packets), l.rate, drop)
 	st := Received{Number: l.next, Packets: make([][]byte, len(packets))}
-	l.next++
+	if part+1 == parts {
+		l.next++
+	}
 	for i, p := range packets {
 		if !drop[i] {
 			st.Packets[i] = append([]byte(nil), p...)

@@ -26,7 +26,7 @@ var ErrConfig = errors.New("comm: invalid config")
 // ErrPeer is wrapped by errors about what a neighbour sent.
 var ErrPeer = errors.New("comm: bad stage from a neighbour")
 
-// Received is one stage as a Transport delivers it.
+// Received is one part of a stage as a Transport delivers it.
 type Received struct {
 	// Number identifies the stage for ReportQuality.
 	Number uint64
@@ -37,10 +37,11 @@ type Received struct {
 
 // Transport moves stages between neighbouring ranks of a ring.
 type Transport interface {
-	// Send sends a stage to the next rank and says which packets were
-	// discarded (nil: none).
-	Send(ctx context.Context, packets [][]byte) (discarded []bool, err error)
-	// Recv receives the next stage from the previous rank.
+	// Send sends part (of parts) of a stage to the next rank and says
+	// which packets were discarded (nil: none). An Allreduce is one stage
+	// of 2(N-1) parts, one per hop.
+	Send(ctx context.Context, packets [][]byte, part, parts int) (discarded []bool, err error)
+	// Recv receives the next part of a stage from the previous rank.
 	Recv(ctx context.Context) (Received, error)
 	// ReportQuality tells the previous rank the quality of the result its
 	// stage helped compute (higher is better).
@@ -113,10 +114,11 @@ func NewRing(rank, size int, t Transport, cfg Config) (*Ring, error) {
 // Stats returns the ring's counters.
 func (r *Ring) Stats() Stats { return r.st }
 
-// Stages returns the numbers of the stages received by the last Allreduce.
+// Stages returns the numbers of the stages received by the last Allreduce
+// (one, unless the transport numbers parts separately).
 func (r *Ring) Stages() []uint64 { return r.stages }
 
-// ReportQuality reports q for every stage the last Allreduce received.
+// ReportQuality reports q for the stages the last Allreduce received.
 func (r *Ring) ReportQuality(ctx context.Context, q float64) error {
 	for _, s := range r.stages {
 		if err := r.t.ReportQuality(ctx, s, q); err != nil {
@@ -180,7 +182,7 @@ func (r *Ring) Allreduce(ctx context.Context, x []float32) error {
 		if r.cfg.ErrorFeedback {
 			r.addResidual(k, sc)
 		}
-		disc, err := r.send(ctx, sc)
+		disc, err := r.send(ctx, sc, k)
 		if err != nil {
 			return err
 		}
@@ -194,7 +196,7 @@ func (r *Ring) Allreduce(ctx context.Context, x []float32) error {
 	// Allgather: pass the finished chunks around.
 	for k := 0; k < N-1; k++ {
 		sc, rc := mod(r.rank+1-k, N), mod(r.rank-k, N)
-		if _, err := r.send(ctx, sc); err != nil {
+		if _, err := r.send(ctx, sc, N-1+k); err != nil {
 			return err
 		}
 		if err := r.recv(ctx, rc, x, false); err != nil {
@@ -243,8 +245,9 @@ func (r *Ring) keepResidual(k, c int, disc []bool) {
 	}
 }
 
-// send sends chunk c as one stage: per packet, its count then its values.
-func (r *Ring) send(ctx context.Context, c int) ([]bool, error) {
+// send sends chunk c as part hop of the call's stage: per packet, its
+// count then its values.
+func (r *Ring) send(ctx context.Context, c, hop int) ([]bool, error) {
 	np := r.npk(c)
 	r.pkts = r.pkts[:0]
 	for j := range np {
@@ -256,7 +259,7 @@ func (r *Ring) send(ctx context.Context, c int) ([]bool, error) {
 		}
 		r.pkts = append(r.pkts, b)
 	}
-	disc, err := r.t.Send(ctx, r.pkts)
+	disc, err := r.t.Send(ctx, r.pkts, hop, 2*(r.size-1))
 	r.st.PacketsSent += uint64(np)
 	for _, d := range disc {
 		if d {
@@ -271,13 +274,15 @@ func (r *Ring) send(ctx context.Context, c int) ([]bool, error) {
 
 // recv receives chunk c. In the reduce-scatter (reduce) a packet's values
 // are added to this rank's own x, in the allgather they replace the
-// partial sums; a missing packet leaves this rank's own contribution.
+// partial sums.
 func (r *Ring) recv(ctx context.Context, c int, x []float32, reduce bool) error {
 	st, err := r.t.Recv(ctx)
 	if err != nil {
 		return err
 	}
-	r.stages = append(r.stages, st.Number)
+	if len(r.stages) == 0 || r.stages[len(r.stages)-1] != st.Number {
+		r.stages = append(r.stages, st.Number)
+	}
 	np := r.npk(c)
 	if len(st.Packets) != np {
 		return fmt.Errorf("%w: stage of %d packets for a chunk of %d", ErrPeer, len(st.Packets), np)
@@ -286,9 +291,15 @@ func (r *Ring) recv(ctx context.Context, c int, x []float32, reduce bool) error 
 		lo, hi := r.span(c, j)
 		g := r.first[c] + j
 		if p == nil {
+			// Reduce-scatter: only this rank's own contribution is
+			// left. Allgather: keep the partial sum this rank made of
+			// the chunk in the reduce-scatter (its own contribution and
+			// those that reached it), the best estimate it has.
 			r.st.PacketsMissing++
-			copy(r.acc[lo:hi], x[lo:hi])
-			r.cnt[g] = 1
+			if reduce {
+				copy(r.acc[lo:hi], x[lo:hi])
+				r.cnt[g] = 1
+			}
 			continue
 		}
 		r.st.PacketsReceived++

@@ -236,9 +236,9 @@ func TestNewRingErrors(t *testing.T) {
 // badLink delivers one malformed stage.
 type badLink struct{ st Received }
 
-func (b badLink) Send(context.Context, [][]byte) ([]bool, error)        { return nil, nil }
-func (b badLink) Recv(context.Context) (Received, error)                { return b.st, nil }
-func (b badLink) ReportQuality(context.Context, uint64, float64) error { return nil }
+func (b badLink) Send(context.Context, [][]byte, int, int) ([]bool, error) { return nil, nil }
+func (b badLink) Recv(context.Context) (Received, error)                   { return b.st, nil }
+func (b badLink) ReportQuality(context.Context, uint64, float64) error     { return nil }
 
 func TestBadNeighbour(t *testing.T) {
 	for name, st := range map[string]Received{

@@ -223,9 +223,10 @@ func FuzzParseData(f *testing.F) {
 // FuzzParseStagePacket: any input either fails with ErrMalformed or decodes
 // to a header that re-encodes to the same bytes.
 func FuzzParseStagePacket(f *testing.F) {
-	f.Add(AppendStagePacket(nil, StagePacket{Stage: 3, Index: 1, Total: 4, Sent: 3}, []byte("abc")))
-	f.Add(AppendStagePacket(nil, StagePacket{Stage: 0, Index: 0, Total: 1, Sent: 1}, nil))
-	f.Add(AppendStagePacket(nil, StagePacket{Stage: 1, Index: 5, Total: 4, Sent: 3}, nil))
+	f.Add(AppendStagePacket(nil, StagePacket{Stage: 3, Part: 1, Parts: 6, Index: 1, Total: 4, Sent: 3}, []byte("abc")))
+	f.Add(AppendStagePacket(nil, StagePacket{Stage: 0, Parts: 1, Index: 0, Total: 1, Sent: 1}, nil))
+	f.Add(AppendStagePacket(nil, StagePacket{Stage: 1, Parts: 1, Index: 5, Total: 4, Sent: 3}, nil))
+	f.Add(AppendStagePacket(nil, StagePacket{Stage: 1, Part: 2, Parts: 2, Index: 0, Total: 4, Sent: 3}, nil))
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, payload, err := ParseStagePacket(b, 1<<16)
@@ -235,7 +236,7 @@ func FuzzParseStagePacket(f *testing.F) {
 			}
 			return
 		}
-		if p.Index >= p.Total || p.Sent == 0 || p.Sent > p.Total || p.Total > 1<<16 {
+		if p.Index >= p.Total || p.Sent == 0 || p.Sent > p.Total || p.Total > 1<<16 || p.Part >= p.Parts || p.Parts > MaxStageParts {
 			t.Fatalf("accepted %+v", p)
 		}
 		if got := AppendStagePacket(nil, p, payload); !bytes.Equal(got, b) {

@@ -10,8 +10,10 @@ import (
 // "Loss-tolerant stages".
 const (
 	// StagePacketHeaderSize precedes the payload of every stage packet:
-	// stage (8), index (4), total (4), sent (4).
-	StagePacketHeaderSize = 8 + 4 + 4 + 4
+	// stage (8), part (4), parts (4), index (4), total (4), sent (4).
+	StagePacketHeaderSize = 8 + 4 + 4 + 4 + 4 + 4
+	// MaxStageParts bounds the parts of one stage.
+	MaxStageParts = 1 << 16
 	// StageFeedbackSize is the size of a feedback payload: kind (1),
 	// reserved (3), received (4), stage (8), period in ns (8), quality as
 	// IEEE-754 bits (8).
@@ -24,17 +26,23 @@ const (
 	FeedbackQuality uint8 = 2 // the receiving application's quality value
 )
 
-// StagePacket is the header of one packet of a stage.
+// StagePacket is the header of one packet of a stage. A stage is sent in
+// one or more parts (Parts), one after the other; Index, Total and Sent
+// count packets within the part.
 type StagePacket struct {
 	Stage uint64 // the sender's stage number
-	Index uint32 // position of this packet in the stage, < Total
-	Total uint32 // packets the stage had before discard, >= 1
-	Sent  uint32 // packets the sender sends of it, 1..Total
+	Part  uint32 // this packet's part, < Parts
+	Parts uint32 // parts of the stage, 1..MaxStageParts
+	Index uint32 // position of this packet in the part, < Total
+	Total uint32 // packets the part had before discard, >= 1
+	Sent  uint32 // packets the sender sends of the part, 1..Total
 }
 
 // AppendStagePacket appends the header of p and then payload to b.
 func AppendStagePacket(b []byte, p StagePacket, payload []byte) []byte {
 	b = binary.BigEndian.AppendUint64(b, p.Stage)
+	b = binary.BigEndian.AppendUint32(b, p.Part)
+	b = binary.BigEndian.AppendUint32(b, p.Parts)
 	b = binary.BigEndian.AppendUint32(b, p.Index)
 	b = binary.BigEndian.AppendUint32(b, p.Total)
 	b = binary.BigEndian.AppendUint32(b, p.Sent)
@@ -42,18 +50,22 @@ func AppendStagePacket(b []byte, p StagePacket, payload []byte) []byte {
 }
 
 // ParseStagePacket decodes a stage packet; the payload aliases b. Total
-// must not exceed maxTotal.
+// (per part) must not exceed maxTotal.
 func ParseStagePacket(b []byte, maxTotal uint32) (StagePacket, []byte, error) {
 	if len(b) < StagePacketHeaderSize {
 		return StagePacket{}, nil, malformed("stage packet of %d bytes, shorter than its %d-byte header", len(b), StagePacketHeaderSize)
 	}
 	p := StagePacket{
 		Stage: binary.BigEndian.Uint64(b[0:8]),
-		Index: binary.BigEndian.Uint32(b[8:12]),
-		Total: binary.BigEndian.Uint32(b[12:16]),
-		Sent:  binary.BigEndian.Uint32(b[16:20]),
+		Part:  binary.BigEndian.Uint32(b[8:12]),
+		Parts: binary.BigEndian.Uint32(b[12:16]),
+		Index: binary.BigEndian.Uint32(b[16:20]),
+		Total: binary.BigEndian.Uint32(b[20:24]),
+		Sent:  binary.BigEndian.Uint32(b[24:28]),
 	}
 	switch {
+	case p.Parts == 0 || p.Parts > MaxStageParts || p.Part >= p.Parts:
+		return p, nil, malformed("stage %d: part %d of %d; allowed parts 1..%d", p.Stage, p.Part, p.Parts, MaxStageParts)
 	case p.Total == 0 || p.Total > maxTotal:
 		return p, nil, malformed("stage %d: total of %d packets; allowed 1..%d", p.Stage, p.Total, maxTotal)
 	case p.Sent == 0 || p.Sent > p.Total:

@@ -1,0 +1,334 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/multirail/multirail/discard"
+	"github.com/multirail/multirail/emu"
+	"github.com/multirail/multirail/train"
+	"github.com/spf13/cobra"
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+)
+
+type trainFlags struct {
+	workers, steps, batch, evalEvery, packetFloats int
+	mode, rails, congestion, load, hidden       string
+	busy, idle                                  time.Duration
+	lr, target                                  float64
+	discardOpt, out, seed                       string
+	errorFeedback, json, quiet                  bool
+}
+
+func newTrain(g *globals) *cobra.Command {
+	f := &trainFlags{}
+	cmd := &cobra.Command{
+		Use:   "train",
+		Short: "Data-parallel MNIST training over emulated rails, reliable and loss-tolerant",
+		Long: `train runs N workers in this process, each with a shard of MNIST and a copy of
+a small MLP, connected in a ring by multirail connections over emulated rails
+(every link has its own rails, --rails). Every step each worker computes the
+gradient of its minibatch and the ring allreduce averages the gradients.
+
+--mode reliable sends every packet; --mode losstolerant sends each allreduce
+as a stage whose discard rate is set by the JP7684261B2 controller from the
+receiver's reception period and quality (the change of its smoothed training
+loss); both runs start from the same weights, data order and background-load
+schedule. By default the rails are congested by bursty background load
+(--congestion bursty: busy periods of mean --busy taking a fraction in --load
+of each rail, idle periods of mean --idle); --congestion off removes it.
+
+Progress goes to stderr; a table (or --json) to stdout; --out DIR writes
+accuracy.png (test accuracy against training time, per mode), discard.png
+(discard rate per step) and results.json.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o, err := f.options()
+			if err != nil {
+				return err
+			}
+			return runTrain(cmd.Context(), g, f, o)
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&f.workers, "workers", train.DefaultWorkers, "number of workers (ranks), 2..16")
+	fl.StringVar(&f.mode, "mode", "both", "reliable, losstolerant or both")
+	fl.IntVar(&f.steps, "steps", train.DefaultSteps, "SGD steps per mode")
+	fl.IntVar(&f.batch, "batch", train.DefaultBatch, "samples per worker per step")
+	fl.Float64Var(&f.lr, "lr", train.DefaultLR, "learning rate (falls linearly to a tenth over the last 40 % of the steps)")
+	fl.StringVar(&f.hidden, "hidden", "128", "hidden layer widths, comma-separated")
+	fl.StringVar(&f.rails, "rails", train.DefaultRails, "emulated rails of every ring link (emu:RATE[/DELAY],...)")
+	fl.StringVar(&f.congestion, "congestion", "bursty", "background load: bursty or off")
+	fl.DurationVar(&f.busy, "busy", 400*time.Millisecond, "mean busy period of the bursty load")
+	fl.DurationVar(&f.idle, "idle", 200*time.Millisecond, "mean idle period of the bursty load")
+	fl.StringVar(&f.load, "load", "0.5:0.9", "range of the fraction of a rail a busy period takes, MIN:MAX")
+	fl.StringVar(&f.discardOpt, "discard-opt", "", "discard controller constants as key=value,... ("+strings.Join(discard.OptionKeys, ", ")+"; see docs/discard.md)")
+	fl.BoolVar(&f.errorFeedback, "error-feedback", false, "keep discarded gradient packets and send them with the next step")
+	fl.IntVar(&f.packetFloats, "packet-floats", 0, "gradient values per packet (default 1024)")
+	fl.Float64Var(&f.target, "target", train.DefaultTarget, "test accuracy whose time to reach is measured")
+	fl.IntVar(&f.evalEvery, "eval-every", train.DefaultEvalEvery, "steps between accuracy checkpoints")
+	fl.StringVar(&f.seed, "seed", "1", "seed of weights, data order, discard choices and load schedule")
+	fl.StringVar(&f.out, "out", "", "directory to write PNG plots and results.json to")
+	fl.BoolVar(&f.json, "json", false, "print one JSON object on stdout")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr")
+	return cmd
+}
+
+func (f *trainFlags) options() (train.Options, error) {
+	o := train.Options{Workers: f.workers, Steps: f.steps, Batch: f.batch, LR: f.lr, Target: f.target,
+		EvalEvery: f.evalEvery, PacketFloats: f.packetFloats, ErrorFeedback: f.errorFeedback}
+	switch f.mode {
+	case "both":
+		o.Modes = []train.Mode{train.Reliable, train.LossTolerant}
+	case string(train.Reliable), string(train.LossTolerant):
+		o.Modes = []train.Mode{train.Mode(f.mode)}
+	default:
+		return o, usagef("--mode %q: allowed reliable, losstolerant or both", f.mode)
+	}
+	if f.workers < 2 || f.workers > 16 {
+		return o, usagef("--workers %d: allowed 2..16", f.workers)
+	}
+	if f.steps < 1 || f.steps > 100000 {
+		return o, usagef("--steps %d: allowed 1..100000", f.steps)
+	}
+	if f.batch < 1 || f.batch > 4096 {
+		return o, usagef("--batch %d: allowed 1..4096", f.batch)
+	}
+	if !(f.lr > 0 && f.lr <= 10) {
+		return o, usagef("--lr %v: allowed (0, 10]", f.lr)
+	}
+	if !(f.target > 0 && f.target < 1) {
+		return o, usagef("--target %v: allowed (0, 1)", f.target)
+	}
+	if f.evalEvery < 1 {
+		return o, usagef("--eval-every %d: allowed >= 1", f.evalEvery)
+	}
+	if f.packetFloats < 0 || f.packetFloats > 4091 {
+		return o, usagef("--packet-floats %d: allowed 1..4091 (a packet must fit an eager message), 0 = default", f.packetFloats)
+	}
+	for _, h := range strings.Split(f.hidden, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(h))
+		if err != nil || n < 1 || n > 4096 {
+			return o, usagef("--hidden %q: want comma-separated widths 1..4096", f.hidden)
+		}
+		o.MLP.Hidden = append(o.MLP.Hidden, n)
+	}
+	if len(o.MLP.Hidden) > 4 {
+		return o, usagef("--hidden %q: at most 4 layers", f.hidden)
+	}
+	specs, err := emu.ParseSpecs(f.rails)
+	if err != nil {
+		return o, usagef("--rails %q: %v", f.rails, err)
+	}
+	for _, s := range specs {
+		if s.Kind != emu.KindEmu {
+			return o, usagef("--rails %q: %q is not an emulated rail; train runs on emu:RATE[/DELAY] rails only", f.rails, s)
+		}
+	}
+	if len(specs) > 8 {
+		return o, usagef("--rails %q: %d rails; allowed 1..8", f.rails, len(specs))
+	}
+	o.Rails = specs
+	switch f.congestion {
+	case "off":
+		o.Congestion.Off = true
+	case "bursty":
+		if f.busy < time.Millisecond || f.busy > time.Minute {
+			return o, usagef("--busy %v: allowed 1ms..1m", f.busy)
+		}
+		if f.idle < time.Millisecond || f.idle > time.Minute {
+			return o, usagef("--idle %v: allowed 1ms..1m", f.idle)
+		}
+		lo, hi, ok := strings.Cut(f.load, ":")
+		a, err1 := strconv.ParseFloat(lo, 64)
+		b, err2 := strconv.ParseFloat(hi, 64)
+		if !ok || err1 != nil || err2 != nil || !(a > 0 && a <= b && b < 1) {
+			return o, usagef("--load %q: want MIN:MAX with 0 < MIN <= MAX < 1", f.load)
+		}
+		o.Congestion = train.Congestion{Busy: f.busy, Idle: f.idle, Min: a, Max: b}
+	default:
+		return o, usagef("--congestion %q: allowed bursty or off", f.congestion)
+	}
+	if o.Discard, err = discard.ParseOptions(f.discardOpt, discard.Config{}); err != nil {
+		return o, usagef("--discard-opt %q: %v", f.discardOpt, err)
+	}
+	if o.Seed, err = strconv.ParseUint(f.seed, 10, 64); err != nil {
+		return o, usagef("--seed %q: want an unsigned integer", f.seed)
+	}
+	return o, nil
+}
+
+// trainReport is the JSON output: the contract's fields per result, and
+// the run's settings.
+type trainReport struct {
+	Workers    int            `json:"workers"`
+	Rails      string         `json:"rails"`
+	Congestion string         `json:"congestion"`
+	Discard    discard.Config `json:"discard"`
+	Results    []train.Result `json:"results"`
+}
+
+func runTrain(ctx context.Context, g *globals, f *trainFlags, o train.Options) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if f.out != "" {
+		if err := os.MkdirAll(f.out, 0o755); err != nil {
+			return err
+		}
+	}
+	o.Logger = g.logger()
+	pr := newTrainProgress(g.stderr, f.quiet, o)
+	o.Progress = pr.update
+	res, err := train.Run(ctx, o)
+	pr.done()
+	if err != nil {
+		return err
+	}
+	cong := "off"
+	if !o.Congestion.Off {
+		cong = fmt.Sprintf("bursty busy=%v idle=%v load=%s", o.Congestion.Busy, o.Congestion.Idle, f.load)
+	}
+	rep := trainReport{Workers: o.Workers, Rails: emu.FormatSpecs(o.Rails), Congestion: cong, Results: res}
+	rep.Discard, _ = o.Discard.Validate()
+	if f.out != "" {
+		if err := writeTrainOutputs(f.out, rep); err != nil {
+			return err
+		}
+	}
+	if f.json {
+		enc := json.NewEncoder(g.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printTrainTable(g.stdout, rep)
+	if f.out != "" {
+		fmt.Fprintf(g.stdout, "\nplots and results.json in %s\n", f.out)
+	}
+	return nil
+}
+
+func printTrainTable(w io.Writer, rep trainReport) {
+	fmt.Fprintf(w, "%d workers, rails %s per link, congestion %s\n\n", rep.Workers, rep.Rails, rep.Congestion)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tsteps\tfinal acc\ttime to target\tsteps to target\tmean discard\tstep\twall\t")
+	for _, r := range rep.Results {
+		tt, st := "not reached", "-"
+		if r.TimeToTarget != nil {
+			tt, st = fmt.Sprintf("%.1f s", *r.TimeToTarget), strconv.Itoa(*r.StepsToTarget)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.2f %%\t%s\t%s\t%.1f %%\t%.1f ms\t%.1f s\t\n", r.Mode, r.Steps, 100*r.FinalAccuracy, tt, st,
+			100*r.MeanDiscardRate, 1000*r.MeanStep, r.Wall)
+	}
+	tw.Flush()
+	var rel, lt *train.Result
+	for i := range rep.Results {
+		switch rep.Results[i].Mode {
+		case train.Reliable:
+			rel = &rep.Results[i]
+		case train.LossTolerant:
+			lt = &rep.Results[i]
+		}
+	}
+	if rel != nil && lt != nil {
+		fmt.Fprintf(w, "\nlosstolerant vs reliable: final accuracy %+.2f points", 100*(lt.FinalAccuracy-rel.FinalAccuracy))
+		if rel.TimeToTarget != nil && lt.TimeToTarget != nil {
+			fmt.Fprintf(w, ", target %.0f %% reached %.2fx sooner", 100*rel.TargetAccuracy, *rel.TimeToTarget / *lt.TimeToTarget)
+		}
+		fmt.Fprintf(w, ", %.2fx the time per step\n", lt.MeanStep/rel.MeanStep)
+	}
+}
+
+func writeTrainOutputs(dir string, rep trainReport) error {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := plotTrainAccuracy(filepath.Join(dir, "accuracy.png"), rep.Results); err != nil {
+		return err
+	}
+	return plotTrainDiscard(filepath.Join(dir, "discard.png"), rep.Results)
+}
+
+// trainProgress shows one bar per mode on a terminal, a line every 50
+// steps otherwise.
+type trainProgress struct {
+	mu    sync.Mutex
+	w     io.Writer
+	quiet bool
+	p     *mpb.Progress
+	bars  map[train.Mode]*mpb.Bar
+	last  train.Progress
+}
+
+func newTrainProgress(w io.Writer, quiet bool, o train.Options) *trainProgress {
+	pr := &trainProgress{w: w, quiet: quiet, bars: map[train.Mode]*mpb.Bar{}}
+	if quiet {
+		return pr
+	}
+	if isTerminal(w) {
+		pr.p = mpb.New(mpb.WithOutput(w), mpb.WithWidth(40), mpb.WithRefreshRate(150*time.Millisecond))
+		for _, m := range o.Modes {
+			m := m
+			pr.bars[m] = pr.p.AddBar(int64(o.Steps),
+				mpb.PrependDecorators(decor.Name(fmt.Sprintf("%-13s", m)), decor.CountersNoUnit(" %d/%d steps")),
+				mpb.AppendDecorators(decor.Any(func(decor.Statistics) string {
+					pr.mu.Lock()
+					defer pr.mu.Unlock()
+					if pr.last.Mode != m {
+						return ""
+					}
+					return fmt.Sprintf("loss %.3f  discard %4.1f %%  %5.1f s", pr.last.Loss, 100*pr.last.DiscardRate, pr.last.Elapsed.Seconds())
+				})))
+		}
+	} else {
+		fmt.Fprintf(w, "train: %d workers, %d steps per mode, modes %v\n", o.Workers, o.Steps, o.Modes)
+	}
+	return pr
+}
+
+func (pr *trainProgress) update(p train.Progress) {
+	if pr.quiet {
+		return
+	}
+	pr.mu.Lock()
+	pr.last = p
+	pr.mu.Unlock()
+	if bar := pr.bars[p.Mode]; bar != nil {
+		bar.SetCurrent(int64(p.Step))
+		return
+	}
+	if p.Step%50 == 0 || p.Step == p.Steps {
+		fmt.Fprintf(pr.w, "  %s step %d/%d loss %.3f discard %.1f %% t=%.1fs\n", p.Mode, p.Step, p.Steps, p.Loss, 100*p.DiscardRate, p.Elapsed.Seconds())
+	}
+}
+
+func (pr *trainProgress) done() {
+	if pr.p == nil {
+		return
+	}
+	for _, b := range pr.bars {
+		if !b.Completed() {
+			b.Abort(false)
+		}
+	}
+	pr.p.Wait()
+}
+

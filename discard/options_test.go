@@ -1,0 +1,35 @@
+package discard
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestParseOptions(t *testing.T) {
+	c, err := ParseOptions(" up=0.2, down=0.02,k=4,th1=0.01,th2=0.5,max=0.6,initial=0.1,raw=true,pending=8", Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{Initial: 0.1, Up: 0.2, Down: 0.02, QualityThreshold: 0.01, DelayThreshold: 0.5, Max: 0.6, History: 4, Pending: 8, RawPeriod: true}
+	if c != want {
+		t.Fatalf("got %+v, want %+v", c, want)
+	}
+	if c, err := ParseOptions("", Config{Up: 0.3}); err != nil || c.Up != 0.3 || c.Max != DefaultMax {
+		t.Fatalf("empty options: %+v %v", c, err)
+	}
+	for _, tc := range []struct{ in, msg string }{
+		{"up", "want key=value"},
+		{"speed=1", `unknown key "speed"`},
+		{"up=fast", `up="fast": not a valid value`},
+		{"k=1", "History = 1"},
+		{"max=1.5", "Max = 1.5"},
+		{"th2=-1", "DelayThreshold = -1"},
+		{"initial=0.9", "Initial = 0.9"},
+	} {
+		_, err := ParseOptions(tc.in, Config{})
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("ParseOptions(%q) = %v, want an error containing %q", tc.in, err, tc.msg)
+		}
+	}
+}
