@@ -106,9 +106,10 @@ type Stage struct {
 	Packets [][]byte
 	// Received is how many packets of the part arrived.
 	Received int
-	// Period is the reception period so far: from the stage's first
-	// packet to this part's last (for the last part, the stage's period,
-	// the one reported back to the sender).
+	// Period is the stage's reception period so far: for each of its
+	// parts up to this one, first packet to last, added up (the time the
+	// sender spent between parts does not count). For the last part it is
+	// the stage's period, the one reported back to the sender.
 	Period time.Duration
 }
 
@@ -157,9 +158,10 @@ type inStage struct {
 	total       int
 	sent        int
 	got         int
-	received    int // packets of the stage so far
+	received    int           // packets of the stage so far
+	active      time.Duration // reception time of the stage's completed parts
 	bytes       int64
-	first       time.Time
+	first       time.Time // first packet of the part
 	packets     [][]byte
 	lastNumber  uint64 // number of the last completed stage
 	any         bool   // a stage was completed before
@@ -241,8 +243,8 @@ var ErrStageOrder = errors.New("multirail: stage part out of order")
 // 0, 1, ..., parts-1, each with at least one packet. Part 0 begins the
 // stage and fixes its rate; every part is sent at that rate, its discarded
 // packets spread over the part (seeded by Seed, stage number and part).
-// The receiver's reception period runs from the stage's first packet to
-// its last part's last packet: the waits between parts count. Otherwise
+// The receiver's reception period adds up each part's, first packet to
+// last: the time between parts does not count. Otherwise
 // as Send.
 func (s *StageConn) SendPart(ctx context.Context, packets [][]byte, part, parts int) (SentStage, error) {
 	n := len(packets)
@@ -439,9 +441,9 @@ func (s *StageConn) packet(ctx context.Context, data []byte, now time.Time) erro
 			return fmt.Errorf("%w: part %d of %d of stage %d while stage %d waits for part %d of %d", ErrStageProtocol, h.Part, h.Parts, h.Stage, in.number, in.part+1, in.parts)
 		}
 		if !in.open {
-			in.number, in.parts, in.first, in.received, in.open = h.Stage, int(h.Parts), now, 0, true
+			in.number, in.parts, in.received, in.active, in.open = h.Stage, int(h.Parts), 0, 0, true
 		}
-		in.part, in.inPart = int(h.Part), true
+		in.part, in.inPart, in.first = int(h.Part), true, now
 		in.total, in.sent, in.got, in.bytes = int(h.Total), int(h.Sent), 0, 0
 		in.packets = make([][]byte, h.Total)
 	}
@@ -464,7 +466,8 @@ func (s *StageConn) packet(ctx context.Context, data []byte, now time.Time) erro
 		return nil
 	}
 	in.received += in.got
-	st := Stage{Number: in.number, Part: in.part, Parts: in.parts, Packets: in.packets, Received: in.got, Period: now.Sub(in.first)}
+	in.active += now.Sub(in.first)
+	st := Stage{Number: in.number, Part: in.part, Parts: in.parts, Packets: in.packets, Received: in.got, Period: in.active}
 	in.packets, in.inPart = nil, false
 	last := in.part+1 == in.parts
 	s.mu.Lock()

@@ -20,6 +20,10 @@ const (
 // DefaultPacketFloats is the default number of values per packet (4 KiB).
 const DefaultPacketFloats = 1024
 
+// estFlag marks, in a packet's count, an allgather fill: a partial sum to
+// divide by its count rather than a chunk owner's result.
+const estFlag = 1 << 31
+
 // ErrConfig is wrapped by every configuration error.
 var ErrConfig = errors.New("comm: invalid config")
 
@@ -80,6 +84,7 @@ type Ring struct {
 	n      int       // vector length of the current buffers
 	acc    []float32 // partial sums (reduce-scatter) then results
 	cnt    []uint32  // contributions per packet, indexed by global packet
+	est    []bool    // the packet holds an allgather fill, not the owner's result
 	first  []int     // first global packet of each chunk
 	resid  [][]float32
 	rcnt   [][]uint32
@@ -157,6 +162,7 @@ func (r *Ring) resize(n int) {
 		r.first[c+1] = r.first[c] + r.npk(c)
 	}
 	r.cnt = make([]uint32, r.first[r.size])
+	r.est = make([]bool, r.first[r.size])
 	r.resid = make([][]float32, r.size-1)
 	r.rcnt = make([][]uint32, r.size-1)
 }
@@ -174,6 +180,7 @@ func (r *Ring) Allreduce(ctx context.Context, x []float32) error {
 	for i := range r.cnt {
 		r.cnt[i] = 1
 	}
+	clear(r.est)
 	N := r.size
 	// Reduce-scatter: after hop k, this rank holds the partial sum of
 	// chunk (rank-k-1) over k+2 ranks.
@@ -253,7 +260,11 @@ func (r *Ring) send(ctx context.Context, c, hop int) ([]bool, error) {
 	for j := range np {
 		lo, hi := r.span(c, j)
 		b := make([]byte, 4+4*(hi-lo))
-		binary.LittleEndian.PutUint32(b, r.cnt[r.first[c]+j])
+		n := r.cnt[r.first[c]+j]
+		if r.est[r.first[c]+j] {
+			n |= estFlag
+		}
+		binary.LittleEndian.PutUint32(b, n)
 		for i, v := range r.acc[lo:hi] {
 			binary.LittleEndian.PutUint32(b[4+4*i:], math.Float32bits(v))
 		}
@@ -299,6 +310,8 @@ func (r *Ring) recv(ctx context.Context, c int, x []float32, reduce bool) error 
 			if reduce {
 				copy(r.acc[lo:hi], x[lo:hi])
 				r.cnt[g] = 1
+			} else {
+				r.est[g] = true
 			}
 			continue
 		}
@@ -307,7 +320,9 @@ func (r *Ring) recv(ctx context.Context, c int, x []float32, reduce bool) error 
 			return fmt.Errorf("%w: packet %d of %d bytes, want %d", ErrPeer, j, len(p), 4+4*(hi-lo))
 		}
 		n := binary.LittleEndian.Uint32(p)
-		if n == 0 || n > 1<<30 {
+		est := n&estFlag != 0
+		n &^= estFlag
+		if n == 0 || n > 1<<30 || (est && reduce) {
 			return fmt.Errorf("%w: packet %d counts %d contributions", ErrPeer, j, n)
 		}
 		vals := p[4:]
@@ -321,6 +336,7 @@ func (r *Ring) recv(ctx context.Context, c int, x []float32, reduce bool) error 
 				r.acc[i] = math.Float32frombits(binary.LittleEndian.Uint32(vals[4*(i-lo):]))
 			}
 			r.cnt[g] = n
+			r.est[g] = est
 		}
 	}
 	return nil
@@ -333,7 +349,13 @@ func (r *Ring) finish(x []float32) {
 	for c := range r.size {
 		for j := range r.npk(c) {
 			lo, hi := r.span(c, j)
-			n := r.cnt[r.first[c]+j]
+			g := r.first[c] + j
+			n := r.cnt[g]
+			if r.cfg.ErrorFeedback && !r.est[g] {
+				// What was discarded comes with a later call: divide by
+				// N, not by what arrived, so nothing is counted twice.
+				n = N
+			}
 			switch {
 			case r.cfg.Op == Mean:
 				d := float32(n)

@@ -171,36 +171,58 @@ func TestLossyUnbiased(t *testing.T) {
 	}
 }
 
-// TestErrorFeedback: with error feedback, the reduce-scatter packets a
-// rank discards come back in its next call: counts above N show the
-// delayed contributions, and the Mean of constant inputs stays exact.
+// TestErrorFeedback: with error feedback, what a reduce-scatter hop
+// discards is kept and sent with the next call, and the owner of a chunk
+// divides by N: no contribution is lost or counted twice. Over T calls,
+// the owners' results times N plus what is still kept add up to exactly T
+// times every rank's input.
 func TestErrorFeedback(t *testing.T) {
-	const N, n = 4, 400
+	const N, n, T = 4, 400, 6
 	ts := MemRing(N, 0.5, 5)
-	out, rings := runRing(t, ts, Config{PacketFloats: 10, Op: Mean, ErrorFeedback: true}, n, 5, func(_, r int) []float32 {
-		x := make([]float32, n)
-		for j := range x {
-			x[j] = 3
+	rings := make([]*Ring, N)
+	for i := range rings {
+		rings[i], _ = NewRing(i, N, ts[i], Config{PacketFloats: 10, Op: Mean, ErrorFeedback: true})
+	}
+	total := make([]float64, n) // sum over calls of the owner's results, times N
+	for range T {
+		out := make([][]float32, N)
+		var wg sync.WaitGroup
+		for i := range N {
+			out[i] = make([]float32, n)
+			for j := range out[i] {
+				out[i][j] = 3
+			}
+			wg.Go(func() {
+				if err := rings[i].Allreduce(context.Background(), out[i]); err != nil {
+					t.Error(err)
+				}
+			})
 		}
-		return x
-	})
-	deferred, above := uint64(0), 0
-	for _, r := range rings {
+		wg.Wait()
+		for c := range N {
+			owner := mod(c-1, N)
+			lo, hi := rings[0].chunk(c)
+			for e := lo; e < hi; e++ {
+				total[e] += float64(out[owner][e]) * N
+			}
+		}
+	}
+	deferred := uint64(0)
+	for s, r := range rings {
 		deferred += r.Stats().Deferred
-		for _, c := range r.cnt {
-			if c > N {
-				above++
+		for k, res := range r.resid {
+			lo, _ := r.chunk(mod(s-k, N))
+			for i, v := range res {
+				total[lo+i] += float64(v)
 			}
 		}
 	}
-	if deferred == 0 || above == 0 {
-		t.Fatalf("error feedback kept %d packets, %d packets counted more than %d contributions", deferred, above, N)
+	if deferred == 0 {
+		t.Fatal("nothing was kept for error feedback")
 	}
-	for r := range N {
-		for j, v := range out[r] {
-			if v != 3 {
-				t.Fatalf("rank %d element %d: %v, want 3", r, j, v)
-			}
+	for e, v := range total {
+		if v != T*N*3 {
+			t.Fatalf("element %d: results and kept mass add up to %v, want %v", e, v, T*N*3)
 		}
 	}
 }

@@ -10,10 +10,10 @@ import (
 
 // Defaults for the zero values of Config.
 const (
-	DefaultUp             = 0.1
-	DefaultDown           = 0.05
-	DefaultDelayThreshold = 0.25
-	DefaultMax            = 0.5
+	DefaultUp             = 0.2
+	DefaultDown           = 0.02
+	DefaultDelayThreshold = 0.75
+	DefaultMax            = 0.6
 	DefaultPending        = 64
 	// MaxPending bounds Config.Pending.
 	MaxPending = 1 << 16
@@ -60,6 +60,12 @@ type Config struct {
 	// stage only); K >= 2 compares with each of the last K stages. 1 is
 	// refused (it would be the basic rule under another name).
 	History int
+	// RawPeriod compares reception periods as they are, as the patent's
+	// text does. By default each period is divided by the packets
+	// received first (time per packet), so that the controller's own
+	// rate changes, which change how many packets a stage carries, do
+	// not look like congestion.
+	RawPeriod bool
 	// Pending is how many stages may wait for their feedback at once;
 	// when Begin would exceed it, the oldest waiting stage expires (it is
 	// skipped, counted in Stats.Expired). In [1, MaxPending]; 0 means
@@ -79,7 +85,7 @@ func (c Config) Validate() (Config, error) {
 		c.Max = DefaultMax
 	}
 	if bad(c.Max) || c.Max <= 0 || c.Max >= 1 {
-		return c, cfgErr("Max", c.Max, "(0, 1); 0 = default 0.5")
+		return c, cfgErr("Max", c.Max, "(0, 1); 0 = default 0.6")
 	}
 	if bad(c.Initial) || c.Initial < 0 || c.Initial > c.Max {
 		return c, cfgErr("Initial", c.Initial, fmt.Sprintf("[0, Max = %g]", c.Max))
@@ -88,13 +94,13 @@ func (c Config) Validate() (Config, error) {
 		c.Up = DefaultUp
 	}
 	if bad(c.Up) || c.Up <= 0 || c.Up > 1 {
-		return c, cfgErr("Up", c.Up, "(0, 1]; 0 = default 0.1")
+		return c, cfgErr("Up", c.Up, "(0, 1]; 0 = default 0.2")
 	}
 	if c.Down == 0 {
 		c.Down = DefaultDown
 	}
 	if bad(c.Down) || c.Down <= 0 || c.Down > 1 {
-		return c, cfgErr("Down", c.Down, "(0, 1]; 0 = default 0.05")
+		return c, cfgErr("Down", c.Down, "(0, 1]; 0 = default 0.02")
 	}
 	if bad(c.QualityThreshold) || c.QualityThreshold < 0 {
 		return c, cfgErr("QualityThreshold", c.QualityThreshold, ">= 0 (finite)")
@@ -103,7 +109,7 @@ func (c Config) Validate() (Config, error) {
 		c.DelayThreshold = DefaultDelayThreshold
 	}
 	if bad(c.DelayThreshold) || c.DelayThreshold < 0 {
-		return c, cfgErr("DelayThreshold", c.DelayThreshold, "> 0 (finite); 0 = default 0.25")
+		return c, cfgErr("DelayThreshold", c.DelayThreshold, "> 0 (finite); 0 = default 0.75")
 	}
 	if c.History < 0 || c.History == 1 || c.History > 1024 {
 		return c, cfgErr("History", c.History, "0 (basic rule) or 2..1024")
@@ -276,7 +282,11 @@ func (c *Controller) drain() {
 		if !s.hasL || !s.hasP {
 			return
 		}
-		c.step(s.l, s.p)
+		l := s.l
+		if !c.cfg.RawPeriod {
+			l /= time.Duration(max(1, s.received))
+		}
+		c.step(l, s.p)
 		c.st.Period, c.st.Quality, c.st.Received = s.l, s.p, s.received
 		*s = slot{}
 		c.apply++

@@ -60,7 +60,7 @@ func run(t *testing.T, c *Controller, fb [][2]float64) ([]float64, []Decision) {
 	var ds []Decision
 	for _, f := range fb {
 		s, _ := c.Begin()
-		if err := c.Period(s, time.Duration(f[0]*float64(ms)), 10); err != nil {
+		if err := c.Period(s, time.Duration(f[0]*float64(ms)), 1); err != nil {
 			t.Fatal(err)
 		}
 		if err := c.Quality(s, f[1]); err != nil {

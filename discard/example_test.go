@@ -17,7 +17,7 @@ func Example() {
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	drop := make([]bool, 100)
-	periods := []time.Duration{10, 10, 15, 15, 15} // ms; congestion from stage 2
+	periods := []time.Duration{10, 10, 20, 20, 20} // ms; congestion from stage 2
 	quality := []float64{1, 1, 1, 1, 0.5}          // quality drops at stage 4
 	for i := range periods {
 		stage, rate := c.Begin()

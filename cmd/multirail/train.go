@@ -25,11 +25,11 @@ import (
 
 type trainFlags struct {
 	workers, steps, batch, evalEvery, packetFloats int
-	mode, rails, congestion, load, hidden       string
-	busy, idle                                  time.Duration
-	lr, target                                  float64
-	discardOpt, out, seed                       string
-	errorFeedback, json, quiet                  bool
+	mode, rails, congestion, load, hidden          string
+	busy, idle                                     time.Duration
+	lr, target                                     float64
+	discardOpt, out, seed                          string
+	errorFeedback, json, quiet                     bool
 }
 
 func newTrain(g *globals) *cobra.Command {
@@ -161,7 +161,7 @@ func (f *trainFlags) options() (train.Options, error) {
 	default:
 		return o, usagef("--congestion %q: allowed bursty or off", f.congestion)
 	}
-	if o.Discard, err = discard.ParseOptions(f.discardOpt, discard.Config{}); err != nil {
+	if o.Discard, err = discard.ParseOptions(f.discardOpt, train.DefaultDiscard); err != nil {
 		return o, usagef("--discard-opt %q: %v", f.discardOpt, err)
 	}
 	if o.Seed, err = strconv.ParseUint(f.seed, 10, 64); err != nil {
@@ -331,4 +331,3 @@ func (pr *trainProgress) done() {
 	}
 	pr.p.Wait()
 }
-

@@ -1,0 +1,606 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/multirail/multirail"
+	"github.com/multirail/multirail/comm"
+	"github.com/multirail/multirail/discard"
+	"github.com/multirail/multirail/emu"
+)
+
+// Mode is how gradients are exchanged.
+type Mode string
+
+// Modes.
+const (
+	Reliable     Mode = "reliable"     // every packet arrives
+	LossTolerant Mode = "losstolerant" // stages with a controlled discard rate
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultWorkers   = 4
+	DefaultSteps     = 500
+	DefaultBatch     = 32
+	DefaultLR        = 0.1
+	DefaultTarget    = 0.9
+	DefaultEvalEvery = 10
+	DefaultRails     = "emu:150mbit/1ms,emu:50mbit/1ms"
+	// DefaultQualitySmoothing is the weight of the newest loss in the
+	// smoothed training loss whose change is a stage's quality.
+	DefaultQualitySmoothing = 0.1
+)
+
+// DefaultDiscard is the losstolerant mode's controller when
+// Options.Discard is zero: the history variant over 4 stages, starting
+// from a rate of 0.1, with the discard package's other defaults
+// (docs/discard.md says how they were chosen).
+var DefaultDiscard = discard.Config{Initial: 0.1, History: 4}
+
+// ErrConfig is wrapped by every error about Options.
+var ErrConfig = errors.New("train: invalid options")
+
+// Congestion is the background load on every emulated rail: busy periods
+// that take a fraction of the rail (drawn uniformly from [Min, Max]) alternate
+// with idle ones, each of exponentially distributed length. The zero value
+// is the default congested scenario; Off disables it.
+type Congestion struct {
+	Off  bool
+	Busy time.Duration // mean busy period; 0 = 400ms
+	Idle time.Duration // mean idle period; 0 = 200ms
+	Min  float64       // 0 = 0.5
+	Max  float64       // 0 = 0.9
+}
+
+func (c Congestion) withDefaults() (Congestion, error) {
+	if c.Busy == 0 {
+		c.Busy = 400 * time.Millisecond
+	}
+	if c.Idle == 0 {
+		c.Idle = 200 * time.Millisecond
+	}
+	if c.Min == 0 {
+		c.Min = 0.5
+	}
+	if c.Max == 0 {
+		c.Max = 0.9
+	}
+	switch {
+	case c.Busy < time.Millisecond || c.Busy > time.Minute:
+		return c, fmt.Errorf("%w: Congestion.Busy = %v out of range; allowed 1ms..1m (0 = 400ms)", ErrConfig, c.Busy)
+	case c.Idle < time.Millisecond || c.Idle > time.Minute:
+		return c, fmt.Errorf("%w: Congestion.Idle = %v out of range; allowed 1ms..1m (0 = 200ms)", ErrConfig, c.Idle)
+	case !(c.Min > 0 && c.Min < 1):
+		return c, fmt.Errorf("%w: Congestion.Min = %v out of range; allowed (0, 1) (0 = 0.5)", ErrConfig, c.Min)
+	case !(c.Max >= c.Min && c.Max < 1):
+		return c, fmt.Errorf("%w: Congestion.Max = %v out of range; allowed [Min = %v, 1) (0 = 0.9)", ErrConfig, c.Max, c.Min)
+	}
+	return c, nil
+}
+
+// Options configures Run. The zero value of every field means its default.
+type Options struct {
+	Workers int    // ranks, 2..16; 0 = 4
+	Modes   []Mode // modes to run, in order; nil = reliable then losstolerant
+	Steps   int    // SGD steps per mode, 1..100000; 0 = 500
+	Batch   int    // samples per worker per step, 1..4096; 0 = 32
+	LR      float64
+	MLP     MLPConfig
+	// Rails are the emulated rails of every ring link (each link has its
+	// own); only emu specs. nil = DefaultRails.
+	Rails      []emu.Spec
+	Congestion Congestion
+	// Discard configures the losstolerant mode's controllers; the zero
+	// value means DefaultDiscard.
+	Discard discard.Config
+	// ErrorFeedback turns on error feedback in the losstolerant mode.
+	ErrorFeedback bool
+	// PacketFloats is the packet size in values; 0 = comm's default.
+	PacketFloats int
+	Target       float64 // test accuracy to reach, (0, 1); 0 = 0.9
+	EvalEvery    int     // steps between accuracy checkpoints; 0 = 10
+	// QualitySmoothing is the weight of the newest minibatch loss in the
+	// smoothed loss, (0, 1]; 0 = DefaultQualitySmoothing.
+	QualitySmoothing float64
+	Seed             uint64
+	// Train and Test are the data; nil loads MNIST from MNISTDir.
+	Train, Test *Dataset
+	// Progress, if set, is called after every step of rank 0.
+	Progress func(Progress)
+	Logger   *slog.Logger
+
+	// memRate, when set, replaces the network by comm.MemRing transports
+	// discarding this fixed rate (tests).
+	memRate *float64
+}
+
+// Progress reports one step.
+type Progress struct {
+	Mode        Mode
+	Step, Steps int
+	Loss        float64
+	DiscardRate float64 // fraction of this step's packets discarded, all ranks
+	Elapsed     time.Duration
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Workers == 0 {
+		o.Workers = DefaultWorkers
+	}
+	if o.Workers < 2 || o.Workers > 16 {
+		return o, fmt.Errorf("%w: Workers = %d out of range; allowed 2..16", ErrConfig, o.Workers)
+	}
+	if o.Modes == nil {
+		o.Modes = []Mode{Reliable, LossTolerant}
+	}
+	for _, m := range o.Modes {
+		if m != Reliable && m != LossTolerant {
+			return o, fmt.Errorf("%w: mode %q; allowed %q or %q", ErrConfig, m, Reliable, LossTolerant)
+		}
+	}
+	if o.Steps == 0 {
+		o.Steps = DefaultSteps
+	}
+	if o.Steps < 1 || o.Steps > 100000 {
+		return o, fmt.Errorf("%w: Steps = %d out of range; allowed 1..100000", ErrConfig, o.Steps)
+	}
+	if o.Batch == 0 {
+		o.Batch = DefaultBatch
+	}
+	if o.Batch < 1 || o.Batch > 4096 {
+		return o, fmt.Errorf("%w: Batch = %d out of range; allowed 1..4096", ErrConfig, o.Batch)
+	}
+	if o.LR == 0 {
+		o.LR = DefaultLR
+	}
+	if !(o.LR > 0 && o.LR <= 10) {
+		return o, fmt.Errorf("%w: LR = %v out of range; allowed (0, 10]", ErrConfig, o.LR)
+	}
+	if err := o.MLP.validate(); err != nil {
+		return o, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if o.Rails == nil {
+		specs, err := emu.ParseSpecs(DefaultRails)
+		if err != nil {
+			return o, err
+		}
+		o.Rails = specs
+	}
+	if len(o.Rails) == 0 || len(o.Rails) > 8 {
+		return o, fmt.Errorf("%w: %d rails per link; allowed 1..8", ErrConfig, len(o.Rails))
+	}
+	for i, s := range o.Rails {
+		if s.Kind != emu.KindEmu {
+			return o, fmt.Errorf("%w: rail %d is %q; allowed: emu:RATE[/DELAY] rails only", ErrConfig, i, s)
+		}
+	}
+	var err error
+	if o.Congestion, err = o.Congestion.withDefaults(); err != nil {
+		return o, err
+	}
+	if o.Discard == (discard.Config{}) {
+		o.Discard = DefaultDiscard
+	}
+	if o.Discard, err = o.Discard.Validate(); err != nil {
+		return o, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if o.PacketFloats < 0 || o.PacketFloats > 1<<20 {
+		return o, fmt.Errorf("%w: PacketFloats = %d out of range; allowed 1..1048576 (0 = %d)", ErrConfig, o.PacketFloats, comm.DefaultPacketFloats)
+	}
+	if o.Target == 0 {
+		o.Target = DefaultTarget
+	}
+	if !(o.Target > 0 && o.Target < 1) {
+		return o, fmt.Errorf("%w: Target = %v out of range; allowed (0, 1)", ErrConfig, o.Target)
+	}
+	if o.EvalEvery == 0 {
+		o.EvalEvery = DefaultEvalEvery
+	}
+	if o.EvalEvery < 1 {
+		return o, fmt.Errorf("%w: EvalEvery = %d out of range; allowed >= 1", ErrConfig, o.EvalEvery)
+	}
+	if o.QualitySmoothing == 0 {
+		o.QualitySmoothing = DefaultQualitySmoothing
+	}
+	if !(o.QualitySmoothing > 0 && o.QualitySmoothing <= 1) {
+		return o, fmt.Errorf("%w: QualitySmoothing = %v out of range; allowed (0, 1]", ErrConfig, o.QualitySmoothing)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o, nil
+}
+
+// Point is one accuracy checkpoint of rank 0's model.
+type Point struct {
+	Step     int     `json:"step"`
+	Time     float64 `json:"time_s"`
+	Accuracy float64 `json:"accuracy"`
+}
+
+// Result is one mode's run. TimeToTarget is nil when the target accuracy
+// was not reached.
+type Result struct {
+	Mode            Mode     `json:"mode"`
+	FinalAccuracy   float64  `json:"final_accuracy"`
+	TimeToTarget    *float64 `json:"time_to_target_s"`
+	StepsToTarget   *int     `json:"steps_to_target"`
+	TargetAccuracy  float64  `json:"target_accuracy"`
+	Steps           int      `json:"steps"`
+	MeanDiscardRate float64  `json:"mean_discard_rate"`
+	Wall            float64  `json:"wall_s"` // training time, checkpoints excluded
+	// MeanStep is the mean time of one step, seconds.
+	MeanStep float64 `json:"mean_step_s"`
+	// ReplicaSpread is the largest difference of a parameter between rank
+	// 0 and any other rank at the end (replicas drift apart where packets
+	// were missing; 0 in the reliable mode).
+	ReplicaSpread float64   `json:"replica_spread"`
+	Curve         []Point   `json:"curve"`
+	DiscardRates  []float64 `json:"discard_rates"` // per step
+	Losses        []float64 `json:"losses"`        // rank 0's minibatch loss per step
+	// Controller sums the decisions of the losstolerant mode's
+	// controllers over all links.
+	Controller *discard.Stats `json:"controller,omitempty"`
+}
+
+// Run trains one model per mode, each from the same initial weights on the
+// same data order and the same background-load schedule, and returns one
+// Result per mode.
+func Run(ctx context.Context, o Options) ([]Result, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if o.Train == nil || o.Test == nil {
+		dir, err := MNISTDir()
+		if err != nil {
+			return nil, err
+		}
+		tr, te, err := LoadMNIST(dir)
+		if err != nil {
+			return nil, err
+		}
+		o.Train, o.Test = &tr, &te
+	}
+	var out []Result
+	for _, m := range o.Modes {
+		r, err := runMode(ctx, o, m)
+		if err != nil {
+			return out, fmt.Errorf("train: mode %s: %w", m, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// ring is the topology of one run: rank i's connection to rank i+1 (out)
+// and from rank i-1 (in), over emulated rails.
+type ring struct {
+	out, in []*multirail.Conn
+	links   []*emu.Link
+	stages  []*multirail.StageConn
+}
+
+func (r *ring) close() {
+	for _, s := range r.stages {
+		s.Close()
+	}
+	for _, c := range r.out {
+		if c != nil {
+			c.Close()
+		}
+	}
+	for _, c := range r.in {
+		if c != nil {
+			c.Close()
+		}
+	}
+	for _, l := range r.links {
+		l.Close()
+	}
+}
+
+// connect builds the ring: per link, the rails of o.Rails with their own
+// background-load schedules, seeded by (Seed, link, rail).
+func connect(ctx context.Context, o Options) (*ring, error) {
+	N := o.Workers
+	r := &ring{out: make([]*multirail.Conn, N), in: make([]*multirail.Conn, N)}
+	horizon := 30 * time.Minute
+	for i := range N {
+		ln, err := multirail.Listen("127.0.0.1:0", multirail.Config{Logger: o.Logger})
+		if err != nil {
+			r.close()
+			return nil, err
+		}
+		cfg := multirail.Config{Logger: o.Logger}
+		for j, s := range o.Rails {
+			var loads []emu.Load
+			if !o.Congestion.Off {
+				rng := rand.New(rand.NewPCG(o.Seed^0x6c6f6164, uint64(i*64+j)))
+				loads = emu.Bursty(rng, j, o.Congestion.Busy, o.Congestion.Idle, o.Congestion.Min, o.Congestion.Max, horizon)
+			}
+			lc := s.LinkConfig(loads)
+			lc.Logger = o.Logger
+			l, err := emu.NewLink(ln.Addr().String(), lc)
+			if err != nil {
+				ln.Close()
+				r.close()
+				return nil, err
+			}
+			r.links = append(r.links, l)
+			cfg.Rails = append(cfg.Rails, multirail.Rail{Name: fmt.Sprintf("link%d-%s", i, s), Addr: l.Addr(), Bandwidth: s.RateBps})
+		}
+		acc := make(chan error, 1)
+		go func() {
+			c, err := ln.Accept(ctx)
+			r.in[(i+1)%N] = c
+			acc <- err
+		}()
+		c, err := multirail.Dial(ctx, cfg)
+		r.out[i] = c
+		aerr := <-acc
+		ln.Close()
+		if err == nil {
+			err = aerr
+		}
+		if err != nil {
+			r.close()
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+type snapshot struct {
+	step   int
+	t      time.Duration
+	params []float64
+}
+
+func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
+	N := o.Workers
+	var err error
+	top := &ring{}
+	if o.memRate == nil {
+		if top, err = connect(ctx, o); err != nil {
+			return Result{}, err
+		}
+	}
+	defer top.close()
+	ts := make([]comm.Transport, N)
+	var outStages []*multirail.StageConn
+	switch {
+	case o.memRate != nil:
+		rate := *o.memRate
+		if mode == Reliable {
+			rate = 0
+		}
+		ts = comm.MemRing(N, rate, o.Seed)
+	default:
+		// Both modes run over StageConns, packet by packet; the reliable
+		// one never discards.
+		ins := make([]*multirail.StageConn, N)
+		outStages = make([]*multirail.StageConn, N)
+		for i := range N {
+			scfg := multirail.StageConfig{Discard: o.Discard, Seed: o.Seed + uint64(i), Reliable: mode == Reliable, Logger: o.Logger}
+			so, err := multirail.NewStageConn(top.out[i], scfg)
+			if err != nil {
+				return Result{}, err
+			}
+			scfg.Seed = 0
+			si, err := multirail.NewStageConn(top.in[i], scfg)
+			if err != nil {
+				so.Close()
+				return Result{}, err
+			}
+			outStages[i], ins[i] = so, si
+			top.stages = append(top.stages, so, si)
+		}
+		for i := range N {
+			ts[i] = comm.StageLink{Next: outStages[i], Prev: ins[i]}
+		}
+	}
+	models := make([]*MLP, N)
+	for i := range N {
+		if models[i], err = NewMLP(o.MLP, rand.New(rand.NewPCG(o.Seed, 0x6d6c70))); err != nil {
+			return Result{}, err
+		}
+	}
+	rings := make([]*comm.Ring, N)
+	for i := range N {
+		if rings[i], err = comm.NewRing(i, N, ts[i], comm.Config{PacketFloats: o.PacketFloats, Op: comm.Mean, ErrorFeedback: o.ErrorFeedback}); err != nil {
+			return Result{}, err
+		}
+	}
+	// Per step and rank: packets discarded and packets of the stages sent.
+	dropped := make([][]uint64, o.Steps)
+	total := make([][]uint64, o.Steps)
+	for s := range o.Steps {
+		dropped[s], total[s] = make([]uint64, N), make([]uint64, N)
+	}
+	losses := make([]float64, o.Steps)
+	var snaps []snapshot
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// The background load's schedule starts with the first step.
+	start := time.Now()
+	for _, l := range top.links {
+		l.SetEpoch(start)
+	}
+	// Rank 0 copies its parameters every EvalEvery steps; they are
+	// evaluated after the run, so evaluation takes no training time.
+	checkpoint := func(step int, m *MLP) {
+		snaps = append(snaps, snapshot{step: step, t: time.Since(start), params: m.Params()})
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, N)
+	for i := range N {
+		wg.Go(func() {
+			w := worker{o: o, mode: mode, rank: i, m: models[i], r: rings[i], outStages: outStages,
+				losses: losses, dropped: dropped, total: total, start: start}
+			if i == 0 {
+				w.checkpoint = checkpoint
+			}
+			errs[i] = w.run(runCtx)
+			if errs[i] != nil {
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return Result{}, fmt.Errorf("rank %d: %w", i, err)
+		}
+	}
+	res := Result{Mode: mode, TargetAccuracy: o.Target, Steps: o.Steps, Wall: elapsed.Seconds(),
+		MeanStep: elapsed.Seconds() / float64(o.Steps), Losses: losses, DiscardRates: make([]float64, o.Steps)}
+	var d, t uint64
+	for s := range o.Steps {
+		var sd, st uint64
+		for i := range N {
+			sd += dropped[s][i]
+			st += total[s][i]
+		}
+		if st > 0 {
+			res.DiscardRates[s] = float64(sd) / float64(st)
+		}
+		d, t = d+sd, t+st
+	}
+	if t > 0 {
+		res.MeanDiscardRate = float64(d) / float64(t)
+	}
+	if mode == LossTolerant {
+		var cs discard.Stats
+		for _, so := range outStages {
+			c := so.Stats().Controller
+			cs.Stages += c.Stages
+			cs.Applied += c.Applied
+			cs.Raised += c.Raised
+			cs.Lowered += c.Lowered
+			cs.Kept += c.Kept
+			cs.Expired += c.Expired
+			cs.Stale += c.Stale
+			cs.Unknown += c.Unknown
+			cs.Invalid += c.Invalid
+			cs.Rate += c.Rate / float64(N)
+		}
+		res.Controller = &cs
+	}
+	p0 := models[0].Params()
+	for _, m := range models[1:] {
+		for k, v := range m.Params() {
+			res.ReplicaSpread = math.Max(res.ReplicaSpread, math.Abs(v-p0[k]))
+		}
+	}
+	// Accuracy of every checkpoint, rank 0's model.
+	eval := models[0].Clone()
+	for _, sn := range snaps {
+		if err := eval.SetParams(sn.params); err != nil {
+			return res, err
+		}
+		acc := eval.Accuracy(*o.Test)
+		res.Curve = append(res.Curve, Point{Step: sn.step, Time: sn.t.Seconds(), Accuracy: acc})
+		if acc >= o.Target && res.TimeToTarget == nil {
+			tt, st := sn.t.Seconds(), sn.step
+			res.TimeToTarget, res.StepsToTarget = &tt, &st
+		}
+	}
+	if len(res.Curve) > 0 {
+		res.FinalAccuracy = res.Curve[len(res.Curve)-1].Accuracy
+	}
+	return res, nil
+}
+
+// worker is one rank's training loop.
+type worker struct {
+	o          Options
+	mode       Mode
+	rank       int
+	m          *MLP
+	r          *comm.Ring
+	outStages  []*multirail.StageConn
+	losses     []float64
+	dropped    [][]uint64
+	total      [][]uint64
+	start      time.Time
+	checkpoint func(step int, m *MLP)
+}
+
+func (w *worker) run(ctx context.Context) error {
+	o, m, r := w.o, w.m, w.r
+	shard := o.Train.Shard(w.rank, o.Workers)
+	rng := rand.New(rand.NewPCG(o.Seed, uint64(w.rank)+1))
+	idx := make([]int, o.Batch)
+	grad := make([]float32, m.NumParams())
+	var ema float64
+	var lastDropped, lastTotal uint64
+	if w.checkpoint != nil {
+		w.checkpoint(0, m)
+	}
+	for step := range o.Steps {
+		for j := range idx {
+			idx[j] = rng.IntN(shard.N)
+		}
+		loss := m.Gradient(shard, idx, grad)
+		if step == 0 {
+			ema = loss
+		} else {
+			prev := ema
+			ema += o.QualitySmoothing * (loss - ema)
+			// The quality of the last exchange: the relative decrease of
+			// the smoothed training loss since.
+			if err := r.ReportQuality(ctx, (prev-ema)/math.Max(prev, 1e-9)); err != nil {
+				return err
+			}
+		}
+		if err := r.Allreduce(ctx, grad); err != nil {
+			return err
+		}
+		m.Step(grad, lrAt(o.LR, step, o.Steps))
+		rate := 0.0
+		if w.outStages != nil {
+			st := w.outStages[w.rank].Stats()
+			w.dropped[step][w.rank] = st.PacketsDropped - lastDropped
+			w.total[step][w.rank] = st.PacketsDropped + st.PacketsSent - lastTotal
+			lastDropped, lastTotal = st.PacketsDropped, st.PacketsDropped+st.PacketsSent
+			if w.total[step][w.rank] > 0 {
+				rate = float64(w.dropped[step][w.rank]) / float64(w.total[step][w.rank])
+			}
+		}
+		if w.checkpoint != nil {
+			w.losses[step] = loss
+			if (step+1)%o.EvalEvery == 0 || step+1 == o.Steps {
+				w.checkpoint(step+1, m)
+			}
+			if o.Progress != nil {
+				o.Progress(Progress{Mode: w.mode, Step: step + 1, Steps: o.Steps, Loss: loss, DiscardRate: rate, Elapsed: time.Since(w.start)})
+			}
+		}
+	}
+	return nil
+}
+
+// lrAt is the learning rate of step: lr for the first 60 % of the steps,
+// then falling linearly to lr/10 at the last step, so that the final model
+// does not depend on the noise of the last few minibatches.
+func lrAt(lr float64, step, steps int) float64 {
+	from := steps * 6 / 10
+	if step < from || steps-1 <= from {
+		return lr
+	}
+	f := float64(step-from) / float64(steps-1-from)
+	return lr * (1 - 0.9*f)
+}

@@ -1,0 +1,112 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/multirail/multirail/discard"
+	"github.com/multirail/multirail/emu"
+)
+
+// smallData is a subset of MNIST, enough for short runs.
+func smallData(t *testing.T) (*Dataset, *Dataset) {
+	t.Helper()
+	dir, err := MNISTDir()
+	if err != nil {
+		t.Skipf("MNIST data not found: %v", err)
+	}
+	tr, te, err := LoadMNIST(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	a := tr.Subset(rng.Perm(tr.N)[:8000])
+	b := te.Subset(rng.Perm(te.N)[:2000])
+	return &a, &b
+}
+
+func TestOptionsErrors(t *testing.T) {
+	bad := []Options{
+		{Workers: 1}, {Workers: 17}, {Steps: -1}, {Batch: 5000}, {LR: -1},
+		{Modes: []Mode{"fast"}}, {Target: 1.5}, {EvalEvery: -2},
+		{Rails: []emu.Spec{{Kind: emu.KindTCP}}}, {Rails: []emu.Spec{}},
+		{Congestion: Congestion{Min: 0.9, Max: 0.5}}, {Congestion: Congestion{Busy: time.Hour}},
+		{Discard: discard.Config{History: 1}}, {MLP: MLPConfig{Hidden: []int{0}}},
+		{QualitySmoothing: 2}, {PacketFloats: -1},
+	}
+	for _, o := range bad {
+		if _, err := o.withDefaults(); !errors.Is(err, ErrConfig) {
+			t.Errorf("%+v: %v, want ErrConfig", o, err)
+		}
+	}
+	if _, err := Run(context.Background(), Options{Workers: 1}); !errors.Is(err, ErrConfig) {
+		t.Fatalf("Run with 1 worker: %v", err)
+	}
+}
+
+// TestRateZeroSameTraining: a loss-tolerant exchange that discards
+// nothing trains exactly as the reliable one, step for step.
+func TestRateZeroSameTraining(t *testing.T) {
+	tr, te := smallData(t)
+	zero := 0.0
+	res, err := Run(context.Background(), Options{Workers: 3, Steps: 40, EvalEvery: 20, Train: tr, Test: te, memRate: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 2 || res[0].Mode != Reliable || res[1].Mode != LossTolerant {
+		t.Fatalf("results %+v", res)
+	}
+	for i := range res[0].Losses {
+		if res[0].Losses[i] != res[1].Losses[i] {
+			t.Fatalf("step %d: loss %v reliable, %v loss-tolerant", i, res[0].Losses[i], res[1].Losses[i])
+		}
+	}
+	if res[0].FinalAccuracy != res[1].FinalAccuracy || res[0].FinalAccuracy < 0.5 {
+		t.Fatalf("final accuracy %v and %v", res[0].FinalAccuracy, res[1].FinalAccuracy)
+	}
+}
+
+// TestRunOverRails: both modes over real multirail connections and
+// emulated, congested rails: the reliable mode discards nothing and its
+// replicas stay identical; the loss-tolerant mode's controllers get every
+// stage's feedback and keep the rate within [0, Max]; the curve and the
+// per-step series are complete.
+func TestRunOverRails(t *testing.T) {
+	tr, te := smallData(t)
+	specs, err := emu.ParseSpecs("emu:400mbit,emu:200mbit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Workers: 3, Steps: 30, EvalEvery: 10, Train: tr, Test: te, Rails: specs,
+		Discard: discard.Config{Initial: 0.3, Max: 0.4}}
+	var progress int
+	o.Progress = func(p Progress) { progress = p.Step }
+	res, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, lt := res[0], res[1]
+	if rel.MeanDiscardRate != 0 || rel.ReplicaSpread != 0 {
+		t.Fatalf("reliable: discard %v, replica spread %v", rel.MeanDiscardRate, rel.ReplicaSpread)
+	}
+	if lt.MeanDiscardRate <= 0 || lt.MeanDiscardRate > 0.4+0.05 {
+		t.Fatalf("loss-tolerant mean discard %v, want in (0, 0.4]", lt.MeanDiscardRate)
+	}
+	c := lt.Controller
+	// Every stage but the last few (whose feedback may still be on its
+	// way when the run ends) was applied.
+	if c == nil || c.Stages != 3*30 || c.Applied < c.Stages-3*2 || c.Unknown != 0 || c.Invalid != 0 {
+		t.Fatalf("controllers %+v", c)
+	}
+	for _, r := range res {
+		if len(r.Curve) != 4 || r.Curve[3].Step != 30 || len(r.DiscardRates) != 30 || len(r.Losses) != 30 || r.Wall <= 0 {
+			t.Fatalf("%s: curve %+v, %d rates, %d losses", r.Mode, r.Curve, len(r.DiscardRates), len(r.Losses))
+		}
+	}
+	if progress != 30 {
+		t.Fatalf("last progress step %d", progress)
+	}
+}
