@@ -1,7 +1,6 @@
 package comm
 
 import (
-	"os"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -131,11 +130,7 @@ type memLink struct {
 func (l *memLink) Send(ctx context.Context, packets [][]byte, part, parts int) ([]bool, error) {
 	rng := rand.New(rand.NewPCG(l.seed^uint64(l.rank)<<32, l.next<<16|uint64(part)))
 	drop := make([]bool, len(packets))
-	rate := l.rate
-	if os.Getenv("PR") != "" {
-		rate = PartRates(parts/2+1, l.rate, 0.95)[part]
-	}
-	d := discard.Select(rng, len(packets), rate, drop)
+	d := discard.Select(rng, len(packets), l.rate, drop)
 	st := Received{Number: l.next, Packets: make([][]byte, len(packets))}
 	if part+1 == parts {
 		l.next++
