@@ -24,7 +24,7 @@ const (
 // Defaults for the zero values of StageConfig.
 const (
 	DefaultMaxStagePackets = 1 << 16
-	DefaultMaxStageBytes   = 256 << 20
+	DefaultMaxStageBytes   = 64 << 20
 	DefaultStageQueue      = 4
 )
 
@@ -48,9 +48,10 @@ type StageConfig struct {
 	// MaxPackets bounds the packets of one stage, sent or received.
 	// 1..1<<24; 0 means DefaultMaxStagePackets.
 	MaxPackets int
-	// MaxStageBytes bounds the payload bytes of one received stage held
-	// until it is complete; a peer that sends more loses the connection.
-	// >= 1; 0 means DefaultMaxStageBytes.
+	// MaxStageBytes bounds the payload bytes of one received part (a
+	// whole stage unless it is sent in parts) held until it is complete;
+	// a peer that sends more loses the connection. At most Queue complete
+	// parts wait for Recv besides. >= 1; 0 means DefaultMaxStageBytes.
 	MaxStageBytes int64
 	// Queue is how many complete received stages wait for Recv before the
 	// StageConn stops reading (flow control then holds the peer back).
@@ -79,7 +80,7 @@ func (c StageConfig) validate() (StageConfig, error) {
 		c.MaxStageBytes = DefaultMaxStageBytes
 	}
 	if c.MaxStageBytes < 1 {
-		return c, cfgErr("StageConfig.MaxStageBytes", c.MaxStageBytes, ">= 1; 0 = default 256 MiB")
+		return c, cfgErr("StageConfig.MaxStageBytes", c.MaxStageBytes, ">= 1; 0 = default 64 MiB")
 	}
 	if c.Queue == 0 {
 		c.Queue = DefaultStageQueue
@@ -138,6 +139,9 @@ type StageStats struct {
 	// applied feedback (Period, Quality, Received) and the feedback it
 	// ignored (Stale, Unknown, Invalid) or never got (Expired).
 	Controller discard.Stats
+	// FeedbackIgnored counts feedback for stages this side never sent,
+	// sent whole (SendPartWhole) or sent too long ago to remember.
+	FeedbackIgnored uint64
 	// StagesReceived, PacketsReceived and LastPeriod describe the stages
 	// received; QualitiesReported counts ReportQuality calls.
 	StagesReceived    uint64
@@ -147,6 +151,12 @@ type StageStats struct {
 	// RecentRates holds the rates of the last (up to) RecentChoices stages
 	// sent, oldest first.
 	RecentRates []float64
+}
+
+// ctrlStage maps a stage number on the wire to the controller's stage.
+type ctrlStage struct {
+	number, stage uint64
+	controlled    bool
 }
 
 // inStage is a stage being received.
@@ -180,7 +190,8 @@ type StageConn struct {
 
 	sendMu sync.Mutex // one Send at a time: stages are sequential
 	out    struct {
-		number      uint64
+		number      uint64 // the open stage's number on the wire
+		next        uint64 // the next stage's number
 		rate        float64
 		part, parts int // last part sent, of parts; part+1 == parts: none open
 	}
@@ -191,6 +202,7 @@ type StageConn struct {
 
 	mu      sync.Mutex // guards everything below
 	ctrl    *discard.Controller
+	ctrlOf  []ctrlStage // recent stages sent, by number % len
 	st      StageStats
 	rates   [RecentChoices]float64
 	nrates  uint64
@@ -216,7 +228,7 @@ func NewStageConn(c *Conn, cfg StageConfig) (*StageConn, error) {
 	}
 	pcg := rand.NewPCG(cfg.Seed, 0)
 	s := &StageConn{
-		c: c, cfg: cfg, pcg: pcg, rng: rand.New(pcg), ctrl: ctrl,
+		c: c, cfg: cfg, pcg: pcg, rng: rand.New(pcg), ctrl: ctrl, ctrlOf: make([]ctrlStage, ctrl.Config().Pending),
 		queue: make(chan Stage, cfg.Queue), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	c.stages.Store(s)
@@ -247,6 +259,17 @@ var ErrStageOrder = errors.New("multirail: stage part out of order")
 // last: the time between parts does not count. Otherwise
 // as Send.
 func (s *StageConn) SendPart(ctx context.Context, packets [][]byte, part, parts int) (SentStage, error) {
+	return s.sendPart(ctx, packets, part, parts, false)
+}
+
+// SendPartWhole is SendPart for a stage that must arrive whole: its parts
+// are sent without discard and the stage is not one of the controller's
+// (the peer's feedback on it is ignored). Part 0 decides for the stage.
+func (s *StageConn) SendPartWhole(ctx context.Context, packets [][]byte, part, parts int) (SentStage, error) {
+	return s.sendPart(ctx, packets, part, parts, true)
+}
+
+func (s *StageConn) sendPart(ctx context.Context, packets [][]byte, part, parts int, whole bool) (SentStage, error) {
 	n := len(packets)
 	if n == 0 {
 		return SentStage{}, ErrEmptyStage
@@ -268,8 +291,15 @@ func (s *StageConn) SendPart(ctx context.Context, packets [][]byte, part, parts 
 		return SentStage{}, fmt.Errorf("%w: part %d of %d after part %d of %d", ErrStageOrder, part, parts, o.part, o.parts)
 	}
 	if part == 0 {
+		o.number, o.rate = o.next, 0
+		o.next++
+		m := ctrlStage{number: o.number}
 		s.mu.Lock()
-		o.number, o.rate = s.ctrl.Begin()
+		if !whole {
+			m.stage, o.rate = s.ctrl.Begin()
+			m.controlled = true
+		}
+		s.ctrlOf[o.number%uint64(len(s.ctrlOf))] = m
 		s.mu.Unlock()
 		if s.cfg.Reliable {
 			o.rate = 0
@@ -503,10 +533,16 @@ func (s *StageConn) feedback(data []byte) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	m := s.ctrlOf[f.Stage%uint64(len(s.ctrlOf))]
+	if m.number != f.Stage || !m.controlled {
+		// Never sent, sent whole, or too old to remember.
+		s.st.FeedbackIgnored++
+		return nil
+	}
 	if f.Kind == wire.FeedbackPeriod {
-		_ = s.ctrl.Period(f.Stage, time.Duration(f.Period), int(f.Received))
+		_ = s.ctrl.Period(m.stage, time.Duration(f.Period), int(f.Received))
 	} else {
-		_ = s.ctrl.Quality(f.Stage, f.Quality)
+		_ = s.ctrl.Quality(m.stage, f.Quality)
 	}
 	return nil
 }

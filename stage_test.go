@@ -120,8 +120,8 @@ func TestStageStaleFeedback(t *testing.T) {
 		}
 	}
 	waitFor(ctx, t, "the ignored feedback to be counted", func() bool {
-		c := sa.Stats().Controller
-		return c.Unknown == 1 && c.Stale == 1
+		st := sa.Stats()
+		return st.FeedbackIgnored == 1 && st.Controller.Stale == 1
 	})
 	if c := sa.Stats().Controller; c.Applied != 1 || c.Quality != 1 {
 		t.Fatalf("controller %+v: the repeated quality was applied", c)
@@ -295,5 +295,51 @@ func TestStageParts(t *testing.T) {
 	}
 	if _, err := sa.SendPart(ctx, testPackets(0, 1, 8), 0, 2); !errors.Is(err, ErrStageOrder) {
 		t.Fatalf("a new stage before the open one's last part: %v, want ErrStageOrder", err)
+	}
+}
+
+// TestStageWhole: a stage sent whole loses nothing whatever the rate, and
+// feedback on it does not reach the controller.
+func TestStageWhole(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sa, sb := stagePair(t, StageConfig{Discard: discard.Config{Initial: 0.5, DelayThreshold: 1000}})
+	// Stage 0 sets the rate to 0.5 once its feedback is in.
+	if _, err := sa.Send(ctx, testPackets(0, 10, 8)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := sb.Recv(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.ReportQuality(ctx, st.Number, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "stage 0's feedback", func() bool { return sa.Stats().Rate == 0.5 })
+	for part := range 2 {
+		sent, err := sa.SendPartWhole(ctx, testPackets(part, 10, 8), part, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := sb.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sent.Dropped != 0 || sent.Rate != 0 || got.Received != 10 || got.Number != 1 {
+			t.Fatalf("part %d sent as %+v, received %d packets of stage %d", part, sent, got.Received, got.Number)
+		}
+	}
+	if err := sb.ReportQuality(ctx, 1, -100); err != nil {
+		t.Fatal(err)
+	}
+	// The whole stage's period and quality are ignored; the next
+	// controlled stage is the controller's stage 1.
+	waitFor(ctx, t, "the whole stage's feedback to be ignored", func() bool { return sa.Stats().FeedbackIgnored == 2 })
+	sent, err := sa.Send(ctx, testPackets(2, 10, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent.Number != 2 || sent.Rate != 0.5 || sa.Stats().Controller.Stages != 2 {
+		t.Fatalf("next stage sent as %+v; controller %+v", sent, sa.Stats().Controller)
 	}
 }

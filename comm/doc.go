@@ -3,8 +3,9 @@
 //
 // A Ring is one rank's view: a Transport that sends stages to the next
 // rank and receives them from the previous one. Allreduce runs a
-// reduce-scatter then an allgather, 2(N-1) hops, each hop one stage of
-// packets of Config.PacketFloats values. Over a reliable transport
+// reduce-scatter then an allgather, 2(N-1) hops: one stage per call, each
+// hop one part of it, of packets of Config.PacketFloats values. Over a
+// reliable transport
 // (ConnLink) every packet arrives and the result is the exact sum (or
 // mean). Over a loss-tolerant one (StageLink, a multirail.StageConn per
 // direction) the sender discards a fraction of every hop's packets, steered
@@ -22,7 +23,9 @@
 //     data-parallel gradients are), so is the result;
 //   - with Config.ErrorFeedback, a sender keeps the reduce-scatter
 //     packets it discarded and adds them, values and counts, to the same
-//     positions of the same hop in the next Allreduce.
+//     positions of the same hop in the next Allreduce, and the owner of a
+//     chunk divides by N rather than by what arrived: every contribution
+//     counts once, late if it was discarded.
 //
 // Over a loss-tolerant transport the ranks' results may differ where
 // packets were missing. With nothing discarded, both transports give the

@@ -18,7 +18,11 @@ type StageLink struct {
 }
 
 // Send implements Transport.
-func (l StageLink) Send(ctx context.Context, packets [][]byte, part, parts int) ([]bool, error) {
+func (l StageLink) Send(ctx context.Context, packets [][]byte, part, parts int, whole bool) ([]bool, error) {
+	if whole {
+		_, err := l.Next.SendPartWhole(ctx, packets, part, parts)
+		return nil, err
+	}
 	s, err := l.Next.SendPart(ctx, packets, part, parts)
 	return s.Discarded, err
 }
@@ -45,7 +49,7 @@ type ConnLink struct {
 }
 
 // Send implements Transport.
-func (l *ConnLink) Send(ctx context.Context, packets [][]byte, _, _ int) ([]bool, error) {
+func (l *ConnLink) Send(ctx context.Context, packets [][]byte, _, _ int, _ bool) ([]bool, error) {
 	l.buf = appendPackets(l.buf[:0], packets)
 	return nil, l.Next.Send(ctx, connTag, l.buf)
 }
@@ -127,10 +131,14 @@ type memLink struct {
 	quality map[uint64]float64
 }
 
-func (l *memLink) Send(ctx context.Context, packets [][]byte, part, parts int) ([]bool, error) {
+func (l *memLink) Send(ctx context.Context, packets [][]byte, part, parts int, whole bool) ([]bool, error) {
 	rng := rand.New(rand.NewPCG(l.seed^uint64(l.rank)<<32, l.next<<16|uint64(part)))
 	drop := make([]bool, len(packets))
-	d := discard.Select(rng, len(packets), l.rate, drop)
+	rate := l.rate
+	if whole {
+		rate = 0
+	}
+	d := discard.Select(rng, len(packets), rate, drop)
 	st := Received{Number: l.next, Packets: make([][]byte, len(packets))}
 	if part+1 == parts {
 		l.next++

@@ -43,8 +43,9 @@ type Received struct {
 type Transport interface {
 	// Send sends part (of parts) of a stage to the next rank and says
 	// which packets were discarded (nil: none). An Allreduce is one stage
-	// of 2(N-1) parts, one per hop.
-	Send(ctx context.Context, packets [][]byte, part, parts int) (discarded []bool, err error)
+	// of 2(N-1) parts, one per hop. A whole stage must arrive complete and
+	// is not one the discard controller learns from.
+	Send(ctx context.Context, packets [][]byte, part, parts int, whole bool) (discarded []bool, err error)
 	// Recv receives the next part of a stage from the previous rank.
 	Recv(ctx context.Context) (Received, error)
 	// ReportQuality tells the previous rank the quality of the result its
@@ -90,6 +91,7 @@ type Ring struct {
 	rcnt   [][]uint32
 	pkts   [][]byte
 	stages []uint64
+	whole  bool // the call in progress must arrive whole
 	st     Stats
 }
 
@@ -172,6 +174,24 @@ func (r *Ring) resize(n int) {
 func (r *Ring) Allreduce(ctx context.Context, x []float32) error {
 	r.st.Calls++
 	r.stages = r.stages[:0]
+	r.whole = false
+	return r.allreduce(ctx, x)
+}
+
+// AllreduceWhole is Allreduce with nothing discarded, whatever the
+// transport's rate (for what must be exact, such as re-synchronising
+// model replicas). It leaves Stages, and so ReportQuality, to the last
+// Allreduce.
+func (r *Ring) AllreduceWhole(ctx context.Context, x []float32) error {
+	r.st.Calls++
+	saved := r.stages
+	r.stages, r.whole = nil, true
+	err := r.allreduce(ctx, x)
+	r.stages, r.whole = saved, false
+	return err
+}
+
+func (r *Ring) allreduce(ctx context.Context, x []float32) error {
 	if r.size == 1 {
 		return nil
 	}
@@ -270,7 +290,7 @@ func (r *Ring) send(ctx context.Context, c, hop int) ([]bool, error) {
 		}
 		r.pkts = append(r.pkts, b)
 	}
-	disc, err := r.t.Send(ctx, r.pkts, hop, 2*(r.size-1))
+	disc, err := r.t.Send(ctx, r.pkts, hop, 2*(r.size-1), r.whole)
 	r.st.PacketsSent += uint64(np)
 	for _, d := range disc {
 		if d {

@@ -258,7 +258,7 @@ func TestNewRingErrors(t *testing.T) {
 // badLink delivers one malformed stage.
 type badLink struct{ st Received }
 
-func (b badLink) Send(context.Context, [][]byte, int, int) ([]bool, error) { return nil, nil }
+func (b badLink) Send(context.Context, [][]byte, int, int, bool) ([]bool, error) { return nil, nil }
 func (b badLink) Recv(context.Context) (Received, error)                   { return b.st, nil }
 func (b badLink) ReportQuality(context.Context, uint64, float64) error     { return nil }
 
@@ -272,5 +272,53 @@ func TestBadNeighbour(t *testing.T) {
 		if err := r.Allreduce(context.Background(), []float32{1}); !errors.Is(err, ErrPeer) {
 			t.Errorf("%s: %v, want ErrPeer", name, err)
 		}
+	}
+}
+
+// TestAllreduceWhole: a whole allreduce over a lossy transport discards
+// nothing and leaves the stages of the last lossy call for ReportQuality.
+func TestAllreduceWhole(t *testing.T) {
+	const N, n = 4, 1000
+	ts := MemRing(N, 0.5, 3)
+	rings := make([]*Ring, N)
+	for i := range rings {
+		rings[i], _ = NewRing(i, N, ts[i], Config{PacketFloats: 16})
+	}
+	call := func(whole bool) [][]float32 {
+		out := make([][]float32, N)
+		var wg sync.WaitGroup
+		for i := range N {
+			out[i] = make([]float32, n)
+			for j := range out[i] {
+				out[i][j] = float32(i + j%7)
+			}
+			wg.Go(func() {
+				var err error
+				if whole {
+					err = rings[i].AllreduceWhole(context.Background(), out[i])
+				} else {
+					err = rings[i].Allreduce(context.Background(), out[i])
+				}
+				if err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		return out
+	}
+	call(false)
+	stages := append([]uint64(nil), rings[1].Stages()...)
+	dropped := rings[1].Stats().PacketsDropped
+	out := call(true)
+	for r := range N {
+		for j := range n {
+			if want := float32(6 + 4*(j%7)); out[r][j] != want {
+				t.Fatalf("rank %d element %d: %v, want %v", r, j, out[r][j], want)
+			}
+		}
+	}
+	if rings[1].Stats().PacketsDropped != dropped || len(stages) != 1 || rings[1].Stages()[0] != stages[0] {
+		t.Fatalf("whole call dropped packets or changed the stages: %v -> %v", stages, rings[1].Stages())
 	}
 }

@@ -33,6 +33,7 @@ const (
 	DefaultLR        = 0.1
 	DefaultTarget    = 0.9
 	DefaultEvalEvery = 10
+	DefaultSyncEvery = 50
 	DefaultRails     = "emu:150mbit/1ms,emu:50mbit/1ms"
 	// DefaultQualitySmoothing is the weight of the newest loss in the
 	// smoothed training loss whose change is a stage's quality.
@@ -105,6 +106,11 @@ type Options struct {
 	ErrorFeedback bool
 	// PacketFloats is the packet size in values; 0 = comm's default.
 	PacketFloats int
+	// SyncEvery re-synchronises the losstolerant mode's replicas every so
+	// many steps and after the last: they average their parameters with
+	// an allreduce that discards nothing (replicas drift apart where
+	// gradient packets were missing). 0 = DefaultSyncEvery; -1 = never.
+	SyncEvery int
 	Target       float64 // test accuracy to reach, (0, 1); 0 = 0.9
 	EvalEvery    int     // steps between accuracy checkpoints; 0 = 10
 	// QualitySmoothing is the weight of the newest minibatch loss in the
@@ -207,6 +213,12 @@ func (o Options) withDefaults() (Options, error) {
 	if o.EvalEvery < 1 {
 		return o, fmt.Errorf("%w: EvalEvery = %d out of range; allowed >= 1", ErrConfig, o.EvalEvery)
 	}
+	if o.SyncEvery == 0 {
+		o.SyncEvery = DefaultSyncEvery
+	}
+	if o.SyncEvery < -1 || o.SyncEvery > 100000 {
+		return o, fmt.Errorf("%w: SyncEvery = %d out of range; allowed -1 (never), 1..100000 (0 = %d)", ErrConfig, o.SyncEvery, DefaultSyncEvery)
+	}
 	if o.QualitySmoothing == 0 {
 		o.QualitySmoothing = DefaultQualitySmoothing
 	}
@@ -281,6 +293,9 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	return out, nil
 }
 
+// railTimeout is the RailTimeout of the training ring's connections.
+const railTimeout = 5 * time.Second
+
 // ring is the topology of one run: rank i's connection to rank i+1 (out)
 // and from rank i-1 (in), over emulated rails.
 type ring struct {
@@ -315,12 +330,15 @@ func connect(ctx context.Context, o Options) (*ring, error) {
 	r := &ring{out: make([]*multirail.Conn, N), in: make([]*multirail.Conn, N)}
 	horizon := 30 * time.Minute
 	for i := range N {
-		ln, err := multirail.Listen("127.0.0.1:0", multirail.Config{Logger: o.Logger})
+		ln, err := multirail.Listen("127.0.0.1:0", multirail.Config{Logger: o.Logger, RailTimeout: railTimeout})
 		if err != nil {
 			r.close()
 			return nil, err
 		}
-		cfg := multirail.Config{Logger: o.Logger}
+		// A busy period may slow a rail to a tenth of its rate for a
+		// second or more: that rail is congested, not failed, so it gets
+		// a longer RailTimeout than the default 500 ms.
+		cfg := multirail.Config{Logger: o.Logger, RailTimeout: railTimeout}
 		for j, s := range o.Rails {
 			var loads []emu.Load
 			if !o.Congestion.Off {
@@ -547,6 +565,7 @@ func (w *worker) run(ctx context.Context) error {
 	grad := make([]float32, m.NumParams())
 	var ema float64
 	var lastDropped, lastTotal uint64
+	params := make([]float32, m.NumParams())
 	if w.checkpoint != nil {
 		w.checkpoint(0, m)
 	}
@@ -570,6 +589,11 @@ func (w *worker) run(ctx context.Context) error {
 			return err
 		}
 		m.Step(grad, lrAt(o.LR, step, o.Steps))
+		if w.mode == LossTolerant && o.SyncEvery > 0 && ((step+1)%o.SyncEvery == 0 || step+1 == o.Steps) {
+			if err := w.sync(ctx, params); err != nil {
+				return err
+			}
+		}
 		rate := 0.0
 		if w.outStages != nil {
 			st := w.outStages[w.rank].Stats()
@@ -591,6 +615,22 @@ func (w *worker) run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// sync replaces the model's parameters by the mean over the ranks, sent
+// whole (rounded to float32 like the gradients).
+func (w *worker) sync(ctx context.Context, buf []float32) error {
+	p := w.m.Params()
+	for i, v := range p {
+		buf[i] = float32(v)
+	}
+	if err := w.r.AllreduceWhole(ctx, buf); err != nil {
+		return err
+	}
+	for i, v := range buf {
+		p[i] = float64(v)
+	}
+	return w.m.SetParams(p)
 }
 
 // lrAt is the learning rate of step: lr for the first 60 % of the steps,

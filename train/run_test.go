@@ -95,6 +95,10 @@ func TestRunOverRails(t *testing.T) {
 	if lt.MeanDiscardRate <= 0 || lt.MeanDiscardRate > 0.4+0.05 {
 		t.Fatalf("loss-tolerant mean discard %v, want in (0, 0.4]", lt.MeanDiscardRate)
 	}
+	// The last step re-synchronises the replicas exactly.
+	if lt.ReplicaSpread != 0 {
+		t.Fatalf("loss-tolerant replicas differ by %v after the final sync", lt.ReplicaSpread)
+	}
 	c := lt.Controller
 	// Every stage but the last few (whose feedback may still be on its
 	// way when the run ends) was applied.

@@ -24,7 +24,7 @@ import (
 )
 
 type trainFlags struct {
-	workers, steps, batch, evalEvery, packetFloats int
+	workers, steps, batch, evalEvery, packetFloats, syncEvery int
 	mode, rails, congestion, load, hidden          string
 	busy, idle                                     time.Duration
 	lr, target                                     float64
@@ -77,6 +77,7 @@ accuracy.png (test accuracy against training time, per mode), discard.png
 	fl.StringVar(&f.discardOpt, "discard-opt", "", "discard controller constants as key=value,... ("+strings.Join(discard.OptionKeys, ", ")+"; see docs/discard.md)")
 	fl.BoolVar(&f.errorFeedback, "error-feedback", false, "keep discarded gradient packets and send them with the next step")
 	fl.IntVar(&f.packetFloats, "packet-floats", 0, "gradient values per packet (default 1024)")
+	fl.IntVar(&f.syncEvery, "sync-every", train.DefaultSyncEvery, "losstolerant: average the replicas' parameters (nothing discarded) every N steps and after the last; -1 = never")
 	fl.Float64Var(&f.target, "target", train.DefaultTarget, "test accuracy whose time to reach is measured")
 	fl.IntVar(&f.evalEvery, "eval-every", train.DefaultEvalEvery, "steps between accuracy checkpoints")
 	fl.StringVar(&f.seed, "seed", "1", "seed of weights, data order, discard choices and load schedule")
@@ -88,7 +89,7 @@ accuracy.png (test accuracy against training time, per mode), discard.png
 
 func (f *trainFlags) options() (train.Options, error) {
 	o := train.Options{Workers: f.workers, Steps: f.steps, Batch: f.batch, LR: f.lr, Target: f.target,
-		EvalEvery: f.evalEvery, PacketFloats: f.packetFloats, ErrorFeedback: f.errorFeedback}
+		EvalEvery: f.evalEvery, PacketFloats: f.packetFloats, ErrorFeedback: f.errorFeedback, SyncEvery: f.syncEvery}
 	switch f.mode {
 	case "both":
 		o.Modes = []train.Mode{train.Reliable, train.LossTolerant}
@@ -112,11 +113,14 @@ func (f *trainFlags) options() (train.Options, error) {
 	if !(f.target > 0 && f.target < 1) {
 		return o, usagef("--target %v: allowed (0, 1)", f.target)
 	}
+	if f.syncEvery == 0 || f.syncEvery < -1 || f.syncEvery > 100000 {
+		return o, usagef("--sync-every %d: allowed 1..100000, or -1 for never", f.syncEvery)
+	}
 	if f.evalEvery < 1 {
 		return o, usagef("--eval-every %d: allowed >= 1", f.evalEvery)
 	}
-	if f.packetFloats < 0 || f.packetFloats > 4091 {
-		return o, usagef("--packet-floats %d: allowed 1..4091 (a packet must fit an eager message), 0 = default", f.packetFloats)
+	if f.packetFloats < 0 || f.packetFloats > 4000 {
+		return o, usagef("--packet-floats %d: allowed 1..4000 (a packet must fit an eager message of 16 KiB), 0 = default 1024", f.packetFloats)
 	}
 	for _, h := range strings.Split(f.hidden, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(h))

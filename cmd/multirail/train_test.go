@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestTrainBadFlags(t *testing.T) {
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"train", "--mode", "fast"}, []string{`--mode "fast"`, "reliable, losstolerant or both"}},
+		{[]string{"train", "--workers", "1"}, []string{"--workers 1", "2..16"}},
+		{[]string{"train", "--steps", "0"}, []string{"--steps 0", "1..100000"}},
+		{[]string{"train", "--lr", "-1"}, []string{"--lr -1", "(0, 10]"}},
+		{[]string{"train", "--target", "1.2"}, []string{"--target 1.2", "(0, 1)"}},
+		{[]string{"train", "--hidden", "0"}, []string{`--hidden "0"`, "1..4096"}},
+		{[]string{"train", "--rails", "emu:fast"}, []string{`--rails "emu:fast"`}},
+		{[]string{"train", "--rails", "loop"}, []string{"not an emulated rail"}},
+		{[]string{"train", "--congestion", "heavy"}, []string{`--congestion "heavy"`, "bursty or off"}},
+		{[]string{"train", "--load", "0.9:0.5"}, []string{`--load "0.9:0.5"`, "0 < MIN <= MAX < 1"}},
+		{[]string{"train", "--discard-opt", "k=1"}, []string{`--discard-opt "k=1"`, "History = 1", "allowed"}},
+		{[]string{"train", "--discard-opt", "max=1"}, []string{"Max = 1", "allowed"}},
+		{[]string{"train", "--discard-opt", "th2=-0.1"}, []string{"DelayThreshold = -0.1"}},
+		{[]string{"train", "--discard-opt", "initial=0.9"}, []string{"Initial = 0.9"}},
+		{[]string{"train", "--packet-floats", "5000"}, []string{"--packet-floats 5000", "1..4000"}},
+		{[]string{"train", "--seed", "-3"}, []string{`--seed "-3"`}},
+		{[]string{"train", "--sync-every", "0"}, []string{"--sync-every 0", "-1 for never"}},
+	}
+	for _, c := range cases {
+		var stdout, stderr bytes.Buffer
+		code := run(append(c.args, "--json"), &stdout, &stderr)
+		msg := stderr.String()
+		if code != 2 || strings.Count(msg, "\n") != 1 || stdout.Len() != 0 {
+			t.Errorf("%v: exit %d, stderr %q, stdout %q; want exit 2 and one line", c.args, code, msg, stdout.String())
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(msg, w) {
+				t.Errorf("%v: message %q does not mention %q", c.args, msg, w)
+			}
+		}
+	}
+}
+
+// TestTrainJSON: a short run prints the contract's fields for both modes
+// and writes the plots.
+func TestTrainJSON(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains two models")
+	}
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"train", "--workers", "2", "--steps", "12", "--eval-every", "6", "--rails", "emu:400mbit",
+		"--json", "-q", "--out", dir}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var rep struct {
+		Results []map[string]any `json:"results"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("%v: %s", err, stdout.String())
+	}
+	if len(rep.Results) != 2 {
+		t.Fatalf("%d results", len(rep.Results))
+	}
+	for i, mode := range []string{"reliable", "losstolerant"} {
+		r := rep.Results[i]
+		for _, k := range []string{"mode", "final_accuracy", "time_to_target_s", "target_accuracy", "steps", "mean_discard_rate"} {
+			if _, ok := r[k]; !ok {
+				t.Fatalf("%s result without %q: %v", mode, k, r)
+			}
+		}
+		if r["mode"] != mode || r["steps"] != float64(12) || r["target_accuracy"] != 0.9 {
+			t.Fatalf("result %d: %v", i, r)
+		}
+	}
+	for _, f := range []string{"accuracy.png", "discard.png", "results.json"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Fatalf("%s not written: %v", f, err)
+		}
+	}
+}
