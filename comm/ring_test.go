@@ -259,8 +259,8 @@ func TestNewRingErrors(t *testing.T) {
 type badLink struct{ st Received }
 
 func (b badLink) Send(context.Context, [][]byte, int, int, bool) ([]bool, error) { return nil, nil }
-func (b badLink) Recv(context.Context) (Received, error)                   { return b.st, nil }
-func (b badLink) ReportQuality(context.Context, uint64, float64) error     { return nil }
+func (b badLink) Recv(context.Context) (Received, error)                         { return b.st, nil }
+func (b badLink) ReportQuality(context.Context, uint64, float64) error           { return nil }
 
 func TestBadNeighbour(t *testing.T) {
 	for name, st := range map[string]Received{

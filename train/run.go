@@ -111,8 +111,8 @@ type Options struct {
 	// an allreduce that discards nothing (replicas drift apart where
 	// gradient packets were missing). 0 = DefaultSyncEvery; -1 = never.
 	SyncEvery int
-	Target       float64 // test accuracy to reach, (0, 1); 0 = 0.9
-	EvalEvery    int     // steps between accuracy checkpoints; 0 = 10
+	Target    float64 // test accuracy to reach, (0, 1); 0 = 0.9
+	EvalEvery int     // steps between accuracy checkpoints; 0 = 10
 	// QualitySmoothing is the weight of the newest minibatch loss in the
 	// smoothed loss, (0, 1]; 0 = DefaultQualitySmoothing.
 	QualitySmoothing float64

@@ -25,11 +25,11 @@ import (
 
 type trainFlags struct {
 	workers, steps, batch, evalEvery, packetFloats, syncEvery int
-	mode, rails, congestion, load, hidden          string
-	busy, idle                                     time.Duration
-	lr, target                                     float64
-	discardOpt, out, seed                          string
-	errorFeedback, json, quiet                     bool
+	mode, rails, congestion, load, hidden                     string
+	busy, idle                                                time.Duration
+	lr, target                                                float64
+	discardOpt, out, seed                                     string
+	errorFeedback, json, quiet                                bool
 }
 
 func newTrain(g *globals) *cobra.Command {
