@@ -206,14 +206,17 @@ func (r *Ring) allreduce(ctx context.Context, x []float32) error {
 	// chunk (rank-k-1) over k+2 ranks.
 	for k := 0; k < N-1; k++ {
 		sc, rc := mod(r.rank-k, N), mod(r.rank-k-1, N)
-		if r.cfg.ErrorFeedback {
+		// Error feedback belongs to the lossy calls: a whole call
+		// neither takes in what they kept nor discards anything.
+		ef := r.cfg.ErrorFeedback && !r.whole
+		if ef {
 			r.addResidual(k, sc)
 		}
 		disc, err := r.send(ctx, sc, k)
 		if err != nil {
 			return err
 		}
-		if r.cfg.ErrorFeedback {
+		if ef {
 			r.keepResidual(k, sc, disc)
 		}
 		if err := r.recv(ctx, rc, x, true); err != nil {
@@ -371,7 +374,7 @@ func (r *Ring) finish(x []float32) {
 			lo, hi := r.span(c, j)
 			g := r.first[c] + j
 			n := r.cnt[g]
-			if r.cfg.ErrorFeedback && !r.est[g] {
+			if r.cfg.ErrorFeedback && !r.whole && !r.est[g] {
 				// What was discarded comes with a later call: divide by
 				// N, not by what arrived, so nothing is counted twice.
 				n = N
