@@ -53,18 +53,8 @@ var contractKeys = []string{"sched", "size", "goodput_bps", "capacity_bps", "eff
 // result per value, each with the contract fields plus the scheduler's
 // decisions and recent choices.
 func TestBenchJSONDispatchAndLearning(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	code := run([]string{"bench", "--rails", "emu:100mbit,emu:50mbit", "--sched", "roundrobin", "--size", "64KiB",
-		"--duration", "300ms", "--dispatch", "0,10ms", "--json", "-q"}, &stdout, &stderr)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr.String())
-	}
-	var rep struct {
-		Results []map[string]any `json:"results"`
-	}
-	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("%v: %s", err, stdout.String())
-	}
+	rep := runJSON(t, "bench", "--rails", "emu:100mbit,emu:50mbit", "--sched", "roundrobin", "--size", "64KiB",
+		"--duration", "300ms", "--dispatch", "0,10ms", "--json", "-q")
 	if len(rep.Results) != 2 {
 		t.Fatalf("%d results, want 2 (one per dispatch interval)", len(rep.Results))
 	}
@@ -106,4 +96,24 @@ func TestBenchJSONDispatchAndLearning(t *testing.T) {
 			t.Errorf("result %d: recent shares add up to %v", i, share)
 		}
 	}
+}
+
+// jsonResults is the part of a measuring command's JSON tests look at.
+type jsonResults struct {
+	Results []map[string]any `json:"results"`
+}
+
+// runJSON runs the CLI with args, which must succeed, and decodes the one
+// JSON object it prints.
+func runJSON(t *testing.T, args ...string) jsonResults {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("%v: exit %d: %s", args, code, stderr.String())
+	}
+	var rep jsonResults
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("%v: %s", err, stdout.String())
+	}
+	return rep
 }

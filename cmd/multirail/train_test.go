@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,18 +54,8 @@ func TestTrainJSON(t *testing.T) {
 		t.Skip("trains two models")
 	}
 	dir := t.TempDir()
-	var stdout, stderr bytes.Buffer
-	code := run([]string{"train", "--workers", "2", "--steps", "12", "--eval-every", "6", "--rails", "emu:400mbit",
-		"--json", "-q", "--out", dir}, &stdout, &stderr)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr.String())
-	}
-	var rep struct {
-		Results []map[string]any `json:"results"`
-	}
-	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("%v: %s", err, stdout.String())
-	}
+	rep := runJSON(t, "train", "--workers", "2", "--steps", "12", "--eval-every", "6", "--rails", "emu:400mbit",
+		"--json", "-q", "--out", dir)
 	if len(rep.Results) != 2 {
 		t.Fatalf("%d results", len(rep.Results))
 	}

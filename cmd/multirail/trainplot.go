@@ -20,7 +20,6 @@ func plotTrainAccuracy(path string, res []train.Result) error {
 		}
 	}
 	pl := timePlot("test accuracy of rank 0's model", "training time (s)", "test accuracy (%)", xmax*1.02, 100)
-	pl.Y.Min = 50
 	pl.Legend.Top, pl.Legend.Left = false, false
 	pl.Legend.XOffs, pl.Legend.YOffs = -vg.Millimeter*2, vg.Millimeter*2
 	for i, r := range res {
@@ -41,6 +40,18 @@ func plotTrainAccuracy(path string, res []train.Result) error {
 		}
 		pl.Legend.Add(label, l)
 	}
+	// Zoom in on the end of training, where the modes differ: from 10
+	// points below the target (or below the last half's lowest point).
+	lo := 100.0
+	for _, r := range res {
+		for _, p := range r.Curve[len(r.Curve)/2:] {
+			lo = min(lo, 100*p.Accuracy)
+		}
+	}
+	if len(res) > 0 {
+		lo = min(lo-2, 100*res[0].TargetAccuracy-10)
+	}
+	pl.Y.Min, pl.Y.Max = max(0, lo), 100
 	if len(res) > 0 {
 		t := 100 * res[0].TargetAccuracy
 		m, err := plotter.NewLine(plotter.XYs{{X: 0, Y: t}, {X: xmax * 1.02, Y: t}})
