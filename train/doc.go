@@ -1,11 +1,24 @@
-// Package train is the numerical core of multirail's data-parallel
-// training example: it loads MNIST and trains a small multilayer perceptron
-// (MLP) on it by minibatch SGD, producing per-step gradients as flat float32
-// vectors, the payload that the example's workers average across ranks over
-// a multirail connection (allreduce).
+// Package train is multirail's data-parallel training example: it loads
+// MNIST and trains a small multilayer perceptron (MLP) on it by minibatch
+// SGD on several workers, whose per-step gradients (flat float32 vectors)
+// are averaged by a ring allreduce over multirail connections, reliable or
+// loss-tolerant (package comm).
 //
-// The package is pure computation: it starts no goroutines, reads no clock,
-// prints nothing and draws randomness only from the *rand.Rand it is given.
+// The numerical core (Dataset, MLP) is pure computation: it starts no
+// goroutines, reads no clock, prints nothing and draws randomness only from
+// the *rand.Rand it is given. Run is the shell around it: it builds the ring
+// of connections over emulated rails with background load, runs one
+// goroutine per worker, times the steps and evaluates checkpoints
+// afterwards; it logs through Options.Logger and prints nothing.
+//
+// # Run
+//
+// Run trains once per mode (Reliable, LossTolerant) from the same weights,
+// data order and background-load schedule and returns a Result per mode:
+// final test accuracy, time and steps to the target accuracy, mean discard
+// rate, the accuracy curve and per-step discard rates. The losstolerant
+// mode's stages, controller and replica sync are described in
+// docs/discard.md.
 //
 // # Data
 //
