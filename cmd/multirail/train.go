@@ -207,8 +207,8 @@ func runTrain(ctx context.Context, g *globals, f *trainFlags, o train.Options) e
 	if !o.Congestion.Off {
 		cong = fmt.Sprintf("bursty busy=%v idle=%v load=%s", o.Congestion.Busy, o.Congestion.Idle, f.load)
 	}
-	rep := trainReport{Workers: o.Workers, Rails: emu.FormatSpecs(o.Rails), Congestion: cong, Results: res}
-	rep.Discard, _ = o.Discard.Validate()
+	// o.Discard came validated, defaults filled, from discard.ParseOptions.
+	rep := trainReport{Workers: o.Workers, Rails: emu.FormatSpecs(o.Rails), Congestion: cong, Discard: o.Discard, Results: res}
 	if f.out != "" {
 		if err := writeTrainOutputs(f.out, rep); err != nil {
 			return err
