@@ -14,11 +14,11 @@ import (
 	"github.com/multirail/multirail/internal/wire"
 )
 
-// Message tags a StageConn uses on its Conn. A StageConn owns its Conn:
-// every message on it is stage traffic.
+// Default message tags of a StageConn's packets and feedback on its Conn
+// (StageConfig.PacketTag and FeedbackTag).
 const (
-	stageTagPacket   uint32 = 1
-	stageTagFeedback uint32 = 2
+	DefaultStagePacketTag   uint32 = 1
+	DefaultStageFeedbackTag uint32 = 2
 )
 
 // Defaults for the zero values of StageConfig.
@@ -61,6 +61,16 @@ type StageConfig struct {
 	// feedback says (the controller still runs, so Stats shows what it
 	// would have done). For a baseline on the same transport.
 	Reliable bool
+	// PacketTag and FeedbackTag are the message tags of the stage packets
+	// and of the feedback on the Conn; they must differ. 0 means
+	// DefaultStagePacketTag and DefaultStageFeedbackTag.
+	PacketTag, FeedbackTag uint32
+	// Shared makes the StageConn a guest on a Conn that another reader
+	// owns: it never calls Conn.Recv; the owner hands it every message
+	// with PacketTag or FeedbackTag through Deliver, and tells it with
+	// Fail when the Conn ends. Close then leaves the Conn open. Without
+	// Shared, the StageConn owns its Conn and reads every message of it.
+	Shared bool
 	// Logger receives protocol errors; nil discards.
 	Logger *slog.Logger
 }
@@ -87,6 +97,15 @@ func (c StageConfig) validate() (StageConfig, error) {
 	}
 	if c.Queue < 1 || c.Queue > 1024 {
 		return c, cfgErr("StageConfig.Queue", c.Queue, "1..1024; 0 = default 4")
+	}
+	if c.PacketTag == 0 {
+		c.PacketTag = DefaultStagePacketTag
+	}
+	if c.FeedbackTag == 0 {
+		c.FeedbackTag = DefaultStageFeedbackTag
+	}
+	if c.PacketTag == c.FeedbackTag {
+		return c, cfgErr("StageConfig.FeedbackTag", c.FeedbackTag, "a tag other than PacketTag")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -182,8 +201,10 @@ type inStage struct {
 // by a discard.Controller, the peer's StageConn measures the stage's
 // reception period and reports it back, the peer's application reports
 // the stage's quality with ReportQuality, and the controller sets the rate
-// of the next stage from both. A StageConn owns its Conn (it reads every
-// message of it); closing one closes the other.
+// of the next stage from both. By default a StageConn owns its Conn (it
+// reads every message of it) and closing one closes the other; with
+// StageConfig.Shared it is a guest on a Conn read by someone else (see
+// Deliver).
 type StageConn struct {
 	c   *Conn
 	cfg StageConfig
@@ -209,14 +230,18 @@ type StageConn struct {
 	recvErr error
 
 	in     inStage
+	inMu   sync.Mutex // serialises Deliver calls (Shared)
 	queue  chan Stage
 	stop   chan struct{}
 	done   chan struct{}
 	closer sync.Once
+	failer sync.Once
 }
 
-// NewStageConn starts running stages over c. It takes over c: do not
-// call c.Send or c.Recv afterwards. Close the StageConn (not c) when done.
+// NewStageConn starts running stages over c. Without StageConfig.Shared
+// it takes over c: do not call c.Send or c.Recv afterwards, and close the
+// StageConn (not c) when done. With Shared, the caller keeps reading c and
+// hands the StageConn its messages with Deliver.
 func NewStageConn(c *Conn, cfg StageConfig) (*StageConn, error) {
 	cfg, err := cfg.validate()
 	if err != nil {
@@ -232,8 +257,62 @@ func NewStageConn(c *Conn, cfg StageConfig) (*StageConn, error) {
 		queue: make(chan Stage, cfg.Queue), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	c.stages.Store(s)
+	if cfg.Shared {
+		go func() {
+			select {
+			case <-s.stop:
+				s.fail(ErrClosed)
+			case <-s.done:
+			}
+		}()
+		return s, nil
+	}
 	go s.loop()
 	return s, nil
+}
+
+// Tags returns the message tags of the StageConn's packets and feedback.
+func (s *StageConn) Tags() (packet, feedback uint32) {
+	return s.cfg.PacketTag, s.cfg.FeedbackTag
+}
+
+// Deliver hands a Shared StageConn one message its owner received on the
+// Conn with the packet or feedback tag. It may block while Queue complete
+// stages wait for Recv (until ctx is done). A message that breaks the
+// stage protocol returns an error wrapping ErrStageProtocol; the owner
+// should then close the Conn. Deliver calls must not overlap.
+func (s *StageConn) Deliver(ctx context.Context, m Message) error {
+	if !s.cfg.Shared {
+		return fmt.Errorf("multirail: Deliver on a StageConn that reads its own Conn (StageConfig.Shared is false)")
+	}
+	s.inMu.Lock()
+	defer s.inMu.Unlock()
+	var err error
+	switch m.Tag {
+	case s.cfg.PacketTag:
+		err = s.packet(ctx, m.Data, time.Now())
+	case s.cfg.FeedbackTag:
+		err = s.feedback(m.Data)
+	default:
+		err = fmt.Errorf("%w: message with tag %d on a stage connection", ErrStageProtocol, m.Tag)
+	}
+	if errors.Is(err, ErrStageProtocol) {
+		s.cfg.Logger.Warn("multirail: stage protocol error", "err", err)
+	}
+	return err
+}
+
+// Fail ends a Shared StageConn's receiving side: Recv returns the stages
+// already complete, then err. The owner calls it when the Conn ended.
+func (s *StageConn) Fail(err error) { s.fail(err) }
+
+func (s *StageConn) fail(err error) {
+	s.failer.Do(func() {
+		s.mu.Lock()
+		s.recvErr = err
+		s.mu.Unlock()
+		close(s.done)
+	})
 }
 
 // Conn returns the underlying connection (for Stats and Close).
@@ -321,7 +400,7 @@ func (s *StageConn) sendPart(ctx context.Context, packets [][]byte, part, parts 
 		}
 		h.Index = uint32(i)
 		s.buf = wire.AppendStagePacket(s.buf[:0], h, p)
-		if err = s.c.Send(ctx, stageTagPacket, s.buf); err != nil {
+		if err = s.c.Send(ctx, s.cfg.PacketTag, s.buf); err != nil {
 			break
 		}
 		sent++
@@ -376,7 +455,7 @@ func (s *StageConn) ReportQuality(ctx context.Context, stage uint64, q float64) 
 		return fmt.Errorf("multirail: quality %v for stage %d; allowed: a finite number", q, stage)
 	}
 	b := wire.AppendStageFeedback(make([]byte, 0, wire.StageFeedbackSize), wire.StageFeedback{Kind: wire.FeedbackQuality, Stage: stage, Quality: q})
-	if err := s.c.Send(ctx, stageTagFeedback, b); err != nil {
+	if err := s.c.Send(ctx, s.cfg.FeedbackTag, b); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -403,9 +482,13 @@ func (s *StageConn) Stats() StageStats {
 	return st
 }
 
-// Close closes the StageConn and its Conn, and waits for its reader.
+// Close closes the StageConn and, unless it is Shared, its Conn, and
+// waits for its reader.
 func (s *StageConn) Close() error {
-	err := s.c.Close()
+	var err error
+	if !s.cfg.Shared {
+		err = s.c.Close()
+	}
 	s.closer.Do(func() { close(s.stop) })
 	<-s.done
 	return err
@@ -414,7 +497,8 @@ func (s *StageConn) Close() error {
 // loop reads every message of the Conn: packets of the peer's stages and
 // feedback on ours.
 func (s *StageConn) loop() {
-	defer close(s.done)
+	var err error
+	defer func() { s.fail(err) }()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -425,13 +509,14 @@ func (s *StageConn) loop() {
 		}
 	}()
 	for {
-		m, err := s.c.Recv(ctx)
+		var m Message
+		m, err = s.c.Recv(ctx)
 		now := time.Now()
 		if err == nil {
 			switch m.Tag {
-			case stageTagPacket:
+			case s.cfg.PacketTag:
 				err = s.packet(ctx, m.Data, now)
-			case stageTagFeedback:
+			case s.cfg.FeedbackTag:
 				err = s.feedback(m.Data)
 			default:
 				err = fmt.Errorf("%w: message with tag %d on a stage connection", ErrStageProtocol, m.Tag)
@@ -445,9 +530,6 @@ func (s *StageConn) loop() {
 			if errors.Is(err, context.Canceled) {
 				err = ErrClosed
 			}
-			s.mu.Lock()
-			s.recvErr = err
-			s.mu.Unlock()
 			return
 		}
 	}
@@ -512,7 +594,7 @@ func (s *StageConn) packet(ctx context.Context, data []byte, now time.Time) erro
 		fb := wire.AppendStageFeedback(make([]byte, 0, wire.StageFeedbackSize), wire.StageFeedback{
 			Kind: wire.FeedbackPeriod, Stage: st.Number, Received: uint32(in.received), Period: int64(st.Period),
 		})
-		if err := s.c.Send(ctx, stageTagFeedback, fb); err != nil {
+		if err := s.c.Send(ctx, s.cfg.FeedbackTag, fb); err != nil {
 			return err
 		}
 	}

@@ -143,31 +143,31 @@ func TestStageHostilePeer(t *testing.T) {
 		name string
 		msgs []Message
 	}{
-		{"short packet", []Message{{Tag: stageTagPacket, Data: []byte{1, 2}}}},
-		{"index beyond total", []Message{{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 9, Total: 3, Sent: 3}, "x")}}},
+		{"short packet", []Message{{Tag: DefaultStagePacketTag, Data: []byte{1, 2}}}},
+		{"index beyond total", []Message{{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 9, Total: 3, Sent: 3}, "x")}}},
 		{"duplicate packet", []Message{
-			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 1, Total: 3, Sent: 2}, "x")},
-			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 1, Total: 3, Sent: 2}, "x")},
+			{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 1, Total: 3, Sent: 2}, "x")},
+			{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 1, Total: 3, Sent: 2}, "x")},
 		}},
 		{"another stage before this one is complete", []Message{
-			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 0, Total: 3, Sent: 2}, "x")},
-			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 1, Parts: 1, Index: 0, Total: 3, Sent: 2}, "x")},
+			{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 0, Total: 3, Sent: 2}, "x")},
+			{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 1, Parts: 1, Index: 0, Total: 3, Sent: 2}, "x")},
 		}},
 		{"stage number going back", []Message{
-			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 5, Parts: 1, Index: 0, Total: 1, Sent: 1}, "x")},
-			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 5, Parts: 1, Index: 0, Total: 1, Sent: 1}, "x")},
+			{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 5, Parts: 1, Index: 0, Total: 1, Sent: 1}, "x")},
+			{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 5, Parts: 1, Index: 0, Total: 1, Sent: 1}, "x")},
 		}},
-		{"part 1 first", []Message{{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Part: 1, Parts: 2, Index: 0, Total: 1, Sent: 1}, "x")}}},
+		{"part 1 first", []Message{{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Part: 1, Parts: 2, Index: 0, Total: 1, Sent: 1}, "x")}}},
 		{"parts skipped", []Message{
-			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Part: 0, Parts: 3, Index: 0, Total: 1, Sent: 1}, "x")},
-			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Part: 2, Parts: 3, Index: 0, Total: 1, Sent: 1}, "x")},
+			{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Part: 0, Parts: 3, Index: 0, Total: 1, Sent: 1}, "x")},
+			{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Part: 2, Parts: 3, Index: 0, Total: 1, Sent: 1}, "x")},
 		}},
 		{"new stage before the last part", []Message{
-			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Part: 0, Parts: 2, Index: 0, Total: 1, Sent: 1}, "x")},
-			{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 1, Part: 0, Parts: 2, Index: 0, Total: 1, Sent: 1}, "x")},
+			{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Part: 0, Parts: 2, Index: 0, Total: 1, Sent: 1}, "x")},
+			{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 1, Part: 0, Parts: 2, Index: 0, Total: 1, Sent: 1}, "x")},
 		}},
-		{"more bytes than allowed", []Message{{Tag: stageTagPacket, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 0, Total: 2, Sent: 2}, string(make([]byte, 2000)))}}},
-		{"bad feedback", []Message{{Tag: stageTagFeedback, Data: []byte{9}}}},
+		{"more bytes than allowed", []Message{{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 0, Total: 2, Sent: 2}, string(make([]byte, 2000)))}}},
+		{"bad feedback", []Message{{Tag: DefaultStageFeedbackTag, Data: []byte{9}}}},
 		{"unknown tag", []Message{{Tag: 77, Data: []byte("hi")}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

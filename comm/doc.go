@@ -1,10 +1,10 @@
 // Package comm holds collectives over multirail connections: a ring
 // allreduce of float32 vectors, reliable or loss-tolerant.
 //
-// A Ring is one rank's view: a Transport that sends stages to the next
+// A Ring is one rank's view: a RingTransport that sends stages to the next
 // rank and receives them from the previous one. Allreduce runs a
 // reduce-scatter then an allgather, 2(N-1) hops: one stage per call, each
-// hop one part of it, of packets of Config.PacketFloats values. Over a
+// hop one part of it, of packets of RingConfig.PacketFloats values. Over a
 // reliable transport
 // (ConnLink) every packet arrives and the result is the exact sum (or
 // mean). Over a loss-tolerant one (StageLink, a multirail.StageConn per
@@ -21,7 +21,7 @@
 //     and those that reached it), divided or rescaled by its count: when
 //     the ranks' inputs are unbiased estimates of the same quantity (as
 //     data-parallel gradients are), so is the result;
-//   - with Config.ErrorFeedback, a sender keeps the reduce-scatter
+//   - with RingConfig.ErrorFeedback, a sender keeps the reduce-scatter
 //     packets it discarded and adds them, values and counts, to the same
 //     positions of the same hop in the next Allreduce, and the owner of a
 //     chunk divides by N rather than by what arrived: every contribution

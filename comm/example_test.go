@@ -9,14 +9,14 @@ import (
 )
 
 // Three ranks average their vectors. MemRing joins them in-process; over a
-// network, each rank's Transport is a comm.StageLink (loss-tolerant) or a
+// network, each rank's RingTransport is a comm.StageLink (loss-tolerant) or a
 // comm.ConnLink (reliable) over multirail connections to its neighbours.
 func Example() {
 	ts := comm.MemRing(3, 0, 1)
 	xs := [][]float32{{1, 2, 3, 4}, {5, 6, 7, 8}, {9, 10, 11, 12}}
 	var wg sync.WaitGroup
 	for rank := range 3 {
-		ring, err := comm.NewRing(rank, 3, ts[rank], comm.Config{Op: comm.Mean, PacketFloats: 2})
+		ring, err := comm.NewRing(rank, 3, ts[rank], comm.RingConfig{Op: comm.Mean, PacketFloats: 2})
 		if err != nil {
 			panic(err)
 		}

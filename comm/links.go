@@ -11,13 +11,13 @@ import (
 	"github.com/multirail/multirail/discard"
 )
 
-// StageLink is a loss-tolerant Transport: stages go out on Next and come
+// StageLink is a loss-tolerant RingTransport: stages go out on Next and come
 // in on Prev, two multirail.StageConns (one per neighbour).
 type StageLink struct {
 	Next, Prev *multirail.StageConn
 }
 
-// Send implements Transport.
+// Send implements RingTransport.
 func (l StageLink) Send(ctx context.Context, packets [][]byte, part, parts int, whole bool) ([]bool, error) {
 	if whole {
 		_, err := l.Next.SendPartWhole(ctx, packets, part, parts)
@@ -27,13 +27,13 @@ func (l StageLink) Send(ctx context.Context, packets [][]byte, part, parts int, 
 	return s.Discarded, err
 }
 
-// Recv implements Transport.
+// Recv implements RingTransport.
 func (l StageLink) Recv(ctx context.Context) (Received, error) {
 	s, err := l.Prev.Recv(ctx)
 	return Received{Number: s.Number, Packets: s.Packets}, err
 }
 
-// ReportQuality implements Transport.
+// ReportQuality implements RingTransport.
 func (l StageLink) ReportQuality(ctx context.Context, stage uint64, q float64) error {
 	return l.Prev.ReportQuality(ctx, stage, q)
 }
@@ -41,14 +41,14 @@ func (l StageLink) ReportQuality(ctx context.Context, stage uint64, q float64) e
 // connTag is the message tag ConnLink uses.
 const connTag = 0x636f6d6d // "comm"
 
-// ConnLink is a reliable Transport over two multirail.Conns: a stage is
+// ConnLink is a reliable RingTransport over two multirail.Conns: a stage is
 // one message, nothing is discarded, and quality reports are dropped.
 type ConnLink struct {
 	Next, Prev *multirail.Conn
 	buf        []byte
 }
 
-// Send implements Transport.
+// Send implements RingTransport.
 func (l *ConnLink) Send(ctx context.Context, packets [][]byte, _, _ int, _ bool) ([]bool, error) {
 	l.buf = appendPackets(l.buf[:0], packets)
 	return nil, l.Next.Send(ctx, connTag, l.buf)
@@ -66,7 +66,7 @@ func appendPackets(b []byte, packets [][]byte) []byte {
 	return b
 }
 
-// Recv implements Transport.
+// Recv implements RingTransport.
 func (l *ConnLink) Recv(ctx context.Context) (Received, error) {
 	m, err := l.Prev.Recv(ctx)
 	if err != nil {
@@ -79,7 +79,7 @@ func (l *ConnLink) Recv(ctx context.Context) (Received, error) {
 	return Received{Packets: ps}, err
 }
 
-// ReportQuality implements Transport; a reliable link has no controller.
+// ReportQuality implements RingTransport; a reliable link has no controller.
 func (l *ConnLink) ReportQuality(context.Context, uint64, float64) error { return nil }
 
 // splitPackets decodes ConnLink's message: count, lengths, payloads.
@@ -109,12 +109,12 @@ func splitPackets(b []byte) ([][]byte, error) {
 // MemRing returns in-process transports for a ring of n ranks, for tests
 // and examples: every hop discards a fixed fraction rate of its packets
 // with discard.Select, seeded by (seed, rank, stage number, part).
-func MemRing(n int, rate float64, seed uint64) []Transport {
+func MemRing(n int, rate float64, seed uint64) []RingTransport {
 	chans := make([]chan Received, n) // chans[i] carries stages into rank i
 	for i := range chans {
 		chans[i] = make(chan Received, 4)
 	}
-	ts := make([]Transport, n)
+	ts := make([]RingTransport, n)
 	for i := range n {
 		ts[i] = &memLink{rank: i, rate: rate, seed: seed, out: chans[(i+1)%n], in: chans[i]}
 	}

@@ -61,7 +61,7 @@ func randomInputs(N, n int, seed uint64) [][]float32 {
 // quality after each, and returns the last results and the stage conns.
 func ringOverConns(t *testing.T, N, n, calls int, lossy bool, dc discard.Config, inputs [][]float32) ([][]float32, []*multirail.StageConn) {
 	out, in := loopRing(t, N)
-	ts := make([]Transport, N)
+	ts := make([]RingTransport, N)
 	var scs []*multirail.StageConn
 	if lossy {
 		so, si := make([]*multirail.StageConn, N), make([]*multirail.StageConn, N)
@@ -99,7 +99,7 @@ func ringOverConns(t *testing.T, N, n, calls int, lossy bool, dc discard.Config,
 	defer cancel()
 	rings := make([]*Ring, N)
 	for i := range N {
-		rings[i], _ = NewRing(i, N, ts[i], Config{PacketFloats: 256})
+		rings[i], _ = NewRing(i, N, ts[i], RingConfig{PacketFloats: 256})
 	}
 	res := make([][]float32, N)
 	for call := range calls {

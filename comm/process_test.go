@@ -165,7 +165,7 @@ func TestRankChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer si.Close()
-	ring, err := NewRing(rank, N, StageLink{Next: so, Prev: si}, Config{PacketFloats: 500})
+	ring, err := NewRing(rank, N, StageLink{Next: so, Prev: si}, RingConfig{PacketFloats: 500})
 	if err != nil {
 		t.Fatal(err)
 	}

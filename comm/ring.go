@@ -8,14 +8,37 @@ import (
 	"math"
 )
 
-// Op is the reduction.
+// Op is the reduction of a collective.
 type Op int
 
-// Reductions.
+// Reductions. A Ring (the loss-tolerant allreduce) takes Sum or Mean; the
+// collectives take all, Mean only for float elements.
 const (
 	Sum  Op = iota // element-wise sum over the ranks
 	Mean           // element-wise mean over the ranks
+	Prod           // element-wise product
+	Min            // element-wise minimum
+	Max            // element-wise maximum
 )
+
+var opNames = [...]string{Sum: "sum", Mean: "mean", Prod: "prod", Min: "min", Max: "max"}
+
+func (o Op) String() string {
+	if o >= 0 && int(o) < len(opNames) {
+		return opNames[o]
+	}
+	return fmt.Sprintf("Op(%d)", int(o))
+}
+
+// ParseOp parses a reduction name: sum, mean, prod, min or max.
+func ParseOp(name string) (Op, error) {
+	for i, n := range opNames {
+		if n == name {
+			return Op(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: op %q; allowed: sum, mean, prod, min, max", ErrConfig, name)
+}
 
 // DefaultPacketFloats is the default number of values per packet (4 KiB).
 const DefaultPacketFloats = 1024
@@ -30,7 +53,7 @@ var ErrConfig = errors.New("comm: invalid config")
 // ErrPeer is wrapped by errors about what a neighbour sent.
 var ErrPeer = errors.New("comm: bad stage from a neighbour")
 
-// Received is one part of a stage as a Transport delivers it.
+// Received is one part of a stage as a RingTransport delivers it.
 type Received struct {
 	// Number identifies the stage for ReportQuality.
 	Number uint64
@@ -39,8 +62,8 @@ type Received struct {
 	Packets [][]byte
 }
 
-// Transport moves stages between neighbouring ranks of a ring.
-type Transport interface {
+// RingTransport moves stages between neighbouring ranks of a ring.
+type RingTransport interface {
 	// Send sends part (of parts) of a stage to the next rank and says
 	// which packets were discarded (nil: none). An Allreduce is one stage
 	// of 2(N-1) parts, one per hop. A whole stage must arrive complete and
@@ -53,9 +76,9 @@ type Transport interface {
 	ReportQuality(ctx context.Context, stage uint64, q float64) error
 }
 
-// Config configures a Ring. The zero value of every field means its
+// RingConfig configures a Ring. The zero value of every field means its
 // default.
-type Config struct {
+type RingConfig struct {
 	// PacketFloats is the number of values per packet, 1..1<<20; 0 means
 	// DefaultPacketFloats.
 	PacketFloats int
@@ -66,8 +89,8 @@ type Config struct {
 	ErrorFeedback bool
 }
 
-// Stats counts what a Ring's Allreduce calls did.
-type Stats struct {
+// RingStats counts what a Ring's Allreduce calls did.
+type RingStats struct {
 	Calls           uint64
 	PacketsSent     uint64 // packets handed to the transport
 	PacketsDropped  uint64 // of those, discarded by the transport
@@ -79,8 +102,8 @@ type Stats struct {
 // Ring is one rank's side of a ring allreduce.
 type Ring struct {
 	rank, size int
-	t          Transport
-	cfg        Config
+	t          RingTransport
+	cfg        RingConfig
 
 	n      int       // vector length of the current buffers
 	acc    []float32 // partial sums (reduce-scatter) then results
@@ -92,11 +115,11 @@ type Ring struct {
 	pkts   [][]byte
 	stages []uint64
 	whole  bool // the call in progress must arrive whole
-	st     Stats
+	st     RingStats
 }
 
 // NewRing returns rank's side (0 <= rank < size) of a ring over t.
-func NewRing(rank, size int, t Transport, cfg Config) (*Ring, error) {
+func NewRing(rank, size int, t RingTransport, cfg RingConfig) (*Ring, error) {
 	if size < 1 || size > 1<<16 {
 		return nil, fmt.Errorf("%w: size = %d out of range; allowed: 1..65536", ErrConfig, size)
 	}
@@ -113,13 +136,13 @@ func NewRing(rank, size int, t Transport, cfg Config) (*Ring, error) {
 		return nil, fmt.Errorf("%w: Op = %d out of range; allowed: Sum (0) or Mean (1)", ErrConfig, cfg.Op)
 	}
 	if size > 1 && t == nil {
-		return nil, fmt.Errorf("%w: nil Transport for a ring of %d ranks", ErrConfig, size)
+		return nil, fmt.Errorf("%w: nil RingTransport for a ring of %d ranks", ErrConfig, size)
 	}
 	return &Ring{rank: rank, size: size, t: t, cfg: cfg}, nil
 }
 
 // Stats returns the ring's counters.
-func (r *Ring) Stats() Stats { return r.st }
+func (r *Ring) Stats() RingStats { return r.st }
 
 // Stages returns the numbers of the stages received by the last Allreduce
 // (one, unless the transport numbers parts separately).

@@ -17,7 +17,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // runRing runs Allreduce on every rank at once, calls times, with inputs
 // from gen(call, rank), and returns each rank's results of the last call.
-func runRing(t testing.TB, ts []Transport, cfg Config, n, calls int, gen func(call, rank int) []float32) ([][]float32, []*Ring) {
+func runRing(t testing.TB, ts []RingTransport, cfg RingConfig, n, calls int, gen func(call, rank int) []float32) ([][]float32, []*Ring) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	N := len(ts)
@@ -55,7 +55,7 @@ func TestPropertySum(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		N := rapid.IntRange(2, 16).Draw(rt, "N")
 		n := rapid.IntRange(0, 3000).Draw(rt, "len")
-		cfg := Config{PacketFloats: rapid.IntRange(1, 400).Draw(rt, "packet"), Op: rapid.SampledFrom([]Op{Sum, Mean}).Draw(rt, "op")}
+		cfg := RingConfig{PacketFloats: rapid.IntRange(1, 400).Draw(rt, "packet"), Op: rapid.SampledFrom([]Op{Sum, Mean}).Draw(rt, "op")}
 		seed := rapid.Uint64().Draw(rt, "seed")
 		inputs := make([][]float32, N)
 		want := make([]float32, n)
@@ -89,7 +89,7 @@ func TestPropertyRealValues(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		N := rapid.IntRange(2, 16).Draw(rt, "N")
 		n := rapid.IntRange(1, 2000).Draw(rt, "len")
-		cfg := Config{PacketFloats: rapid.IntRange(1, 300).Draw(rt, "packet")}
+		cfg := RingConfig{PacketFloats: rapid.IntRange(1, 300).Draw(rt, "packet")}
 		rng := rand.New(rand.NewPCG(rapid.Uint64().Draw(rt, "seed"), 2))
 		inputs := make([][]float32, N)
 		want := make([]float64, n)
@@ -135,7 +135,7 @@ func TestLossyUnbiased(t *testing.T) {
 		ctx := context.Background()
 		rings := make([]*Ring, N)
 		for i := range rings {
-			rings[i], _ = NewRing(i, N, ts[i], Config{PacketFloats: 20, Op: op})
+			rings[i], _ = NewRing(i, N, ts[i], RingConfig{PacketFloats: 20, Op: op})
 		}
 		for range calls {
 			var wg sync.WaitGroup
@@ -181,7 +181,7 @@ func TestErrorFeedback(t *testing.T) {
 	ts := MemRing(N, 0.5, 5)
 	rings := make([]*Ring, N)
 	for i := range rings {
-		rings[i], _ = NewRing(i, N, ts[i], Config{PacketFloats: 10, Op: Mean, ErrorFeedback: true})
+		rings[i], _ = NewRing(i, N, ts[i], RingConfig{PacketFloats: 10, Op: Mean, ErrorFeedback: true})
 	}
 	total := make([]float64, n) // sum over calls of the owner's results, times N
 	for call := range T {
@@ -256,21 +256,21 @@ func TestNewRingErrors(t *testing.T) {
 	ts := MemRing(2, 0, 1)
 	for _, tc := range []struct {
 		rank, size int
-		t          Transport
-		cfg        Config
+		t          RingTransport
+		cfg        RingConfig
 	}{
-		{0, 0, ts[0], Config{}},
-		{2, 2, ts[0], Config{}},
-		{-1, 2, ts[0], Config{}},
-		{0, 2, nil, Config{}},
-		{0, 2, ts[0], Config{PacketFloats: -1}},
-		{0, 2, ts[0], Config{Op: 7}},
+		{0, 0, ts[0], RingConfig{}},
+		{2, 2, ts[0], RingConfig{}},
+		{-1, 2, ts[0], RingConfig{}},
+		{0, 2, nil, RingConfig{}},
+		{0, 2, ts[0], RingConfig{PacketFloats: -1}},
+		{0, 2, ts[0], RingConfig{Op: 7}},
 	} {
 		if _, err := NewRing(tc.rank, tc.size, tc.t, tc.cfg); !errors.Is(err, ErrConfig) {
 			t.Errorf("NewRing(%d, %d, %+v) = %v, want ErrConfig", tc.rank, tc.size, tc.cfg, err)
 		}
 	}
-	r, err := NewRing(0, 1, nil, Config{})
+	r, err := NewRing(0, 1, nil, RingConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +293,7 @@ func TestBadNeighbour(t *testing.T) {
 		"short packet":       {Packets: [][]byte{{1, 0}}},
 		"zero count":         {Packets: [][]byte{{0, 0, 0, 0, 0, 0, 128, 63}}},
 	} {
-		r, _ := NewRing(0, 2, badLink{st}, Config{PacketFloats: 8})
+		r, _ := NewRing(0, 2, badLink{st}, RingConfig{PacketFloats: 8})
 		if err := r.Allreduce(context.Background(), []float32{1}); !errors.Is(err, ErrPeer) {
 			t.Errorf("%s: %v, want ErrPeer", name, err)
 		}
@@ -307,7 +307,7 @@ func TestAllreduceWhole(t *testing.T) {
 	ts := MemRing(N, 0.5, 3)
 	rings := make([]*Ring, N)
 	for i := range rings {
-		rings[i], _ = NewRing(i, N, ts[i], Config{PacketFloats: 16})
+		rings[i], _ = NewRing(i, N, ts[i], RingConfig{PacketFloats: 16})
 	}
 	call := func(whole bool) [][]float32 {
 		out := make([][]float32, N)

@@ -393,7 +393,7 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 		}
 	}
 	defer top.close()
-	ts := make([]comm.Transport, N)
+	ts := make([]comm.RingTransport, N)
 	var outStages []*multirail.StageConn
 	switch {
 	case o.memRate != nil:
@@ -434,7 +434,7 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 	}
 	rings := make([]*comm.Ring, N)
 	for i := range N {
-		if rings[i], err = comm.NewRing(i, N, ts[i], comm.Config{PacketFloats: o.PacketFloats, Op: comm.Mean, ErrorFeedback: o.ErrorFeedback}); err != nil {
+		if rings[i], err = comm.NewRing(i, N, ts[i], comm.RingConfig{PacketFloats: o.PacketFloats, Op: comm.Mean, ErrorFeedback: o.ErrorFeedback}); err != nil {
 			return Result{}, err
 		}
 	}

@@ -1,0 +1,68 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+func local(t *testing.T, n int, cfg Config) []*Comm {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := NewLocal(ctx, n, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		var wg sync.WaitGroup
+		for _, c := range cs {
+			wg.Go(func() { _ = c.Close() })
+		}
+		wg.Wait()
+	})
+	return cs
+}
+
+// each runs f on every rank at once and fails the test with the errors.
+func each(t *testing.T, cs []*Comm, f func(ctx context.Context, c *Comm) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Go(func() { errs[i] = f(ctx, c) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", i, err)
+		}
+	}
+}
+
+func TestLocalSmoke(t *testing.T) {
+	cs := local(t, 4, Config{})
+	each(t, cs, func(ctx context.Context, c *Comm) error {
+		n := c.Size()
+		next, prev := (c.Rank()+1)%n, (c.Rank()+n-1)%n
+		m, err := c.Sendrecv(ctx, []byte(fmt.Sprint(c.Rank())), next, 7, prev, 7)
+		if err != nil {
+			return err
+		}
+		if string(m.Data) != fmt.Sprint(prev) || m.Source != prev || m.Tag != 7 {
+			return fmt.Errorf("got %q from %d tag %d", m.Data, m.Source, m.Tag)
+		}
+		x := []float64{float64(c.Rank()), 1}
+		if err := Allreduce(ctx, c, x, Sum); err != nil {
+			return err
+		}
+		if x[0] != 6 || x[1] != 4 {
+			return fmt.Errorf("allreduce gave %v", x)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,124 @@
+package comm
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/multirail/multirail"
+	"github.com/multirail/multirail/emu"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultTimeout       = 60 * time.Second
+	DefaultMaxUnmatched  = 64 << 20
+	DefaultLoopbackRails = 1
+)
+
+// Config configures a communicator. The zero value of every field means
+// its default; Init also fills empty fields from the environment (see
+// Init).
+type Config struct {
+	// Transport is the template of every peer connection: scheduler,
+	// segment size, token, timeouts (see multirail.Config). Rails and
+	// DialRail are set by the communicator. An empty Token means the
+	// MULTIRAIL_TOKEN environment variable; the rendezvous uses the same
+	// token.
+	Transport multirail.Config
+	// IfName selects the NICs that may become rails, in NCCL's
+	// NCCL_SOCKET_IFNAME syntax plus CIDRs (see package netif); empty
+	// means the default policy (no loopback, no virtual bridges, no
+	// link-local addresses).
+	IfName string
+	// Emu gives every pair of ranks emulated rails instead of NICs: rail
+	// specs such as "emu:200mbit,emu:100mbit/2ms" (see package emu). Each
+	// rank shapes the rails of the connections it accepts. Ranks must
+	// share one host.
+	Emu string
+	// LoopbackRails is the number of loopback rails between two ranks of
+	// one host (without Emu), 1..multirail.MaxRails; 0 means 1.
+	LoopbackRails int
+	// Timeout bounds the bootstrap: rendezvous and connections; 0 means
+	// DefaultTimeout.
+	Timeout time.Duration
+	// MaxUnmatched bounds the bytes of messages held per peer that no
+	// receive has matched yet (point-to-point and collective steps of
+	// calls this rank has not reached, each counted with 256 bytes of
+	// overhead). When it is reached the peer's connection is not read
+	// until the application receives, and the transport's flow control
+	// holds the peer back. >= 1; 0 means DefaultMaxUnmatched (64 MiB).
+	MaxUnmatched int64
+	// Algorithms forces an algorithm per collective (every rank must
+	// force the same); collectives not listed choose by size.
+	Algorithms map[Collective]Algo
+	// Thresholds are the sizes at which collectives switch algorithm;
+	// the zero value means the measured defaults (docs/comm.md).
+	Thresholds Thresholds
+	// Stage is the template of the loss-tolerant stage connections (the
+	// discard controller's constants and seed); Shared and the tags are
+	// set by the communicator.
+	Stage multirail.StageConfig
+	// Logger receives the communicator's logs (one line per peer at
+	// start, failures); nil discards them.
+	Logger *slog.Logger
+}
+
+// config is a validated Config.
+type config struct {
+	Config
+	emu []emu.Spec
+}
+
+func (c Config) validate() (config, error) {
+	out := config{Config: c}
+	if c.LoopbackRails == 0 {
+		out.LoopbackRails = DefaultLoopbackRails
+	}
+	if out.LoopbackRails < 1 || out.LoopbackRails > multirail.MaxRails {
+		return out, fmt.Errorf("%w: Config.LoopbackRails = %d; allowed: 1..%d (0 = default 1)", ErrConfig, c.LoopbackRails, multirail.MaxRails)
+	}
+	if c.Timeout == 0 {
+		out.Timeout = DefaultTimeout
+	}
+	if out.Timeout < 0 {
+		return out, fmt.Errorf("%w: Config.Timeout = %v; allowed: > 0 (0 = default %v)", ErrConfig, c.Timeout, DefaultTimeout)
+	}
+	if c.MaxUnmatched == 0 {
+		out.MaxUnmatched = DefaultMaxUnmatched
+	}
+	if out.MaxUnmatched < 1 {
+		return out, fmt.Errorf("%w: Config.MaxUnmatched = %d; allowed: >= 1 byte (0 = default 64 MiB)", ErrConfig, c.MaxUnmatched)
+	}
+	for cl, a := range c.Algorithms {
+		if a == AlgoAuto {
+			continue
+		}
+		ok := false
+		for _, b := range Algorithms(cl) {
+			ok = ok || a == b
+		}
+		if !ok {
+			return out, fmt.Errorf("%w: Config.Algorithms[%s] = %s; allowed: %v", ErrConfig, cl, a, Algorithms(cl))
+		}
+	}
+	if c.Emu != "" {
+		specs, err := emu.ParseSpecs(c.Emu)
+		if err != nil {
+			return out, fmt.Errorf("%w: Config.Emu: %w", ErrConfig, err)
+		}
+		for _, s := range specs {
+			if s.Kind != emu.KindEmu {
+				return out, fmt.Errorf("%w: Config.Emu = %q: rail %q is not emulated; allowed: emu:RATE[/DELAY] specs only", ErrConfig, c.Emu, s.String())
+			}
+		}
+		if len(specs) > multirail.MaxRails {
+			return out, fmt.Errorf("%w: Config.Emu = %q has %d rails; allowed: 1..%d", ErrConfig, c.Emu, len(specs), multirail.MaxRails)
+		}
+		out.emu = specs
+	}
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.DiscardHandler)
+	}
+	return out, nil
+}

@@ -1,0 +1,540 @@
+package comm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/multirail/multirail"
+	"github.com/multirail/multirail/comm/launch"
+	"github.com/multirail/multirail/comm/netif"
+	"github.com/multirail/multirail/comm/rdzv"
+	"github.com/multirail/multirail/emu"
+)
+
+// Environment variables Init reads besides the launcher's (package
+// launch) and MULTIRAIL_TOKEN.
+const (
+	EnvIfName  = "MULTIRAIL_IFNAME"  // Config.IfName
+	EnvEmu     = "MULTIRAIL_EMU"     // Config.Emu
+	EnvAlgo    = "MULTIRAIL_ALGO"    // Config.Algorithms: "allreduce=ring,bcast=binomial"
+	EnvTimeout = "MULTIRAIL_TIMEOUT" // Config.Timeout: a Go duration
+	EnvSched   = "MULTIRAIL_SCHED"   // Config.Transport.Scheduler
+)
+
+// Init starts this process's rank of the world communicator: it detects
+// the launcher from the environment (package launch: multirail run,
+// torchrun, env://, Open MPI, MPICH, Slurm, Kubernetes), meets the other
+// ranks at the rendezvous, finds the rails to each of them and connects.
+// Empty fields of cfg are taken from MULTIRAIL_IFNAME, MULTIRAIL_EMU,
+// MULTIRAIL_ALGO, MULTIRAIL_TIMEOUT and MULTIRAIL_SCHED where set. It
+// returns once every rank is connected to every other.
+func Init(ctx context.Context, cfg Config) (*Comm, error) {
+	host, _ := os.Hostname()
+	info, err := launch.DetectEnv(os.Environ(), host)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBootstrap, err)
+	}
+	if cfg, err = ConfigFromEnv(cfg, os.LookupEnv); err != nil {
+		return nil, err
+	}
+	return Start(ctx, info, cfg)
+}
+
+// ConfigFromEnv fills the empty fields of cfg that Init takes from the
+// environment.
+func ConfigFromEnv(cfg Config, getenv func(string) (string, bool)) (Config, error) {
+	if v, ok := getenv(EnvIfName); ok && cfg.IfName == "" {
+		cfg.IfName = v
+	}
+	if v, ok := getenv(EnvEmu); ok && cfg.Emu == "" {
+		cfg.Emu = v
+	}
+	if v, ok := getenv(EnvSched); ok && v != "" && cfg.Transport.Scheduler == "" {
+		cfg.Transport.Scheduler = v
+	}
+	if v, ok := getenv(EnvTimeout); ok && v != "" && cfg.Timeout == 0 {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return cfg, fmt.Errorf("%w: %s=%q; allowed: a positive duration such as 90s", ErrConfig, EnvTimeout, v)
+		}
+		cfg.Timeout = d
+	}
+	if v, ok := getenv(EnvAlgo); ok && v != "" && cfg.Algorithms == nil {
+		m, err := ParseAlgorithms(v)
+		if err != nil {
+			return cfg, fmt.Errorf("%s: %w", EnvAlgo, err)
+		}
+		cfg.Algorithms = m
+	}
+	return cfg, nil
+}
+
+// ParseAlgorithms parses "collective=algorithm,..." (for example
+// "allreduce=ring,bcast=binomial") into Config.Algorithms.
+func ParseAlgorithms(s string) (map[Collective]Algo, error) {
+	m := make(map[Collective]Algo)
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, algo, ok := strings.Cut(item, "=")
+		if !ok {
+			return nil, fmt.Errorf("%w: %q; allowed: collective=algorithm, e.g. allreduce=ring", ErrConfig, item)
+		}
+		cl, err := ParseCollective(strings.TrimSpace(name))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		a, err := ParseAlgo(strings.TrimSpace(algo))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		if !slices.Contains(Algorithms(cl), a) && a != AlgoAuto {
+			return nil, fmt.Errorf("%w: %s has no algorithm %s; allowed: %v", ErrConfig, cl, a, Algorithms(cl))
+		}
+		m[cl] = a
+	}
+	return m, nil
+}
+
+// card is what every rank publishes at the rendezvous.
+type card struct {
+	Host      string        `json:"host"`
+	HostID    string        `json:"host_id"`
+	Port      int           `json:"port"`
+	LocalRank int           `json:"local_rank"`
+	Ifaces    []netif.Iface `json:"ifaces,omitempty"`
+	Emu       []string      `json:"emu,omitempty"`
+}
+
+// hello is the first message on a connection, from the dialing rank.
+type hello struct {
+	Job  string `json:"job"`
+	Rank int    `json:"rank"`
+}
+
+// Start is Init with the launcher's information given (for tests, and for
+// programs that know their rank otherwise): it does not read the
+// environment for it, nor cfg's fields.
+func Start(ctx context.Context, info launch.Info, cfg Config) (*Comm, error) {
+	c, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	if info.Size < 1 || info.Rank < 0 || info.Rank >= info.Size {
+		return nil, fmt.Errorf("%w: rank %d of size %d; allowed: size >= 1, 0 <= rank < size", ErrConfig, info.Rank, info.Size)
+	}
+	bctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+	b := &boot{info: info, cfg: c, log: c.Logger.With("rank", info.Rank)}
+	w, err := b.run(bctx)
+	if err != nil {
+		b.cleanup()
+		if ctx.Err() == nil && bctx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w (after the %v timeout)", err, c.Timeout)
+		}
+		return nil, fmt.Errorf("%w: rank %d: %w", ErrBootstrap, info.Rank, err)
+	}
+	return w.newComm(worldID, identity(info.Size)), nil
+}
+
+func identity(n int) []int {
+	r := make([]int, n)
+	for i := range r {
+		r[i] = i
+	}
+	return r
+}
+
+// boot holds what Start builds until the world is up.
+type boot struct {
+	info    launch.Info
+	cfg     config
+	log     *slog.Logger
+	ln      *multirail.Listener
+	closers []io.Closer
+	conns   []*multirail.Conn
+	srvDone chan struct{}
+}
+
+func (b *boot) cleanup() {
+	if b.ln != nil {
+		_ = b.ln.Close()
+	}
+	for _, c := range b.conns {
+		if c != nil {
+			_ = c.Close()
+		}
+	}
+	for _, c := range b.closers {
+		_ = c.Close()
+	}
+	if b.srvDone != nil {
+		<-b.srvDone
+	}
+}
+
+func (b *boot) run(ctx context.Context) (*world, error) {
+	info, cfg := b.info, b.cfg
+	tcfg := cfg.Transport
+	tcfg.Rails, tcfg.DialRail = nil, nil
+	tcfg.Logger = cfg.Logger
+	var err error
+	if b.ln, err = multirail.Listen(":0", tcfg); err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	port := b.ln.Addr().(*net.TCPAddr).Port
+	me := card{Host: info.Host, HostID: hostID(info.Host), Port: port, LocalRank: info.LocalRank}
+	if me.Host == "" {
+		me.Host, _ = os.Hostname()
+	}
+	for _, s := range cfg.emu {
+		l, err := emu.NewLink(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), s.LinkConfig(nil))
+		if err != nil {
+			return nil, fmt.Errorf("emulated rail %s: %w", s, err)
+		}
+		b.closers = append(b.closers, l)
+		me.Emu = append(me.Emu, l.Addr())
+	}
+	filter, err := netif.ParseFilter(cfg.IfName)
+	if err != nil {
+		return nil, err
+	}
+	var skippedHere []netif.Skip
+	if cfg.emu == nil {
+		ifs, err := netif.Local()
+		if err != nil {
+			return nil, fmt.Errorf("network interfaces: %w", err)
+		}
+		me.Ifaces, skippedHere = netif.Candidates(ifs, filter)
+	}
+	data, err := json.Marshal(me)
+	if err != nil {
+		return nil, err
+	}
+	token := tcfg.Token
+	if token == "" {
+		token = os.Getenv(multirail.TokenEnv)
+	}
+	if info.Serve && info.Rank == 0 && strings.HasPrefix(info.Rdzv, "tcp://") {
+		if err := b.serve(ctx, token); err != nil {
+			return nil, err
+		}
+	}
+	raw, err := rdzv.Exchange(ctx, info.Rdzv, token, rdzv.Card{JobID: info.JobID, Rank: info.Rank, Size: info.Size, Data: data})
+	if err != nil {
+		return nil, fmt.Errorf("rendezvous at %s: %w", info.Rdzv, err)
+	}
+	cards := make([]card, info.Size)
+	for r, d := range raw {
+		if err := json.Unmarshal(d, &cards[r]); err != nil {
+			return nil, fmt.Errorf("rendezvous: rank %d's card: %w", r, err)
+		}
+	}
+	w := &world{
+		rank: info.Rank, size: info.Size, localRank: info.LocalRank, localSize: info.LocalSize,
+		launcher: info.Launcher, cfg: cfg, log: b.log, host: me.Host,
+		peers: make([]*peer, info.Size), ctxs: make(map[uint64]*ctxState), stop: make(chan struct{}),
+		nextID: worldID + 1,
+	}
+	b.conns = make([]*multirail.Conn, info.Size)
+	if err := b.connect(ctx, w, tcfg, cards, skippedHere); err != nil {
+		return nil, err
+	}
+	_ = b.ln.Close()
+	b.ln = nil
+	w.closers = b.closers
+	b.closers, b.conns = nil, nil
+	w.start()
+	c := w.newComm(worldID, identity(info.Size))
+	if err := c.Barrier(ctx); err != nil {
+		_ = w.close()
+		return nil, fmt.Errorf("first barrier: %w", err)
+	}
+	if b.srvDone != nil {
+		<-b.srvDone
+		b.srvDone = nil
+	}
+	return w, nil
+}
+
+// serve runs the rendezvous server of rank 0 until every rank has its
+// answer (or ctx ends).
+func (b *boot) serve(ctx context.Context, token string) error {
+	u, err := url.Parse(b.info.Rdzv)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort("", u.Port()))
+	if err != nil {
+		return fmt.Errorf("rendezvous server on port %s (rank 0 serves it): %w", u.Port(), err)
+	}
+	srv, err := rdzv.NewServer(ln, rdzv.ServerConfig{Size: b.info.Size, JobID: b.info.JobID, Token: token, Logger: b.log})
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	b.srvDone = make(chan struct{})
+	go func() {
+		defer close(b.srvDone)
+		if err := srv.Serve(ctx); err != nil {
+			b.log.Warn("comm: rendezvous server", "err", err)
+		}
+		_ = srv.Close()
+	}()
+	return nil
+}
+
+// hostID identifies a host and network namespace: ranks with equal ids
+// can reach each other over loopback.
+func hostID(host string) string {
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	ns, _ := os.Readlink("/proc/self/ns/net")
+	return host + "|" + strings.TrimSpace(string(boot)) + "|" + ns
+}
+
+// connect opens the connection to every other rank: this rank dials every
+// higher rank and accepts every lower one.
+func (b *boot) connect(ctx context.Context, w *world, tcfg multirail.Config, cards []card, skippedHere []netif.Skip) error {
+	me := cards[w.rank]
+	var (
+		mu    sync.Mutex
+		errs  []error
+		lines = make([]string, w.size)
+	)
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	for j := w.rank + 1; j < w.size; j++ {
+		wg.Go(func() {
+			p, line, err := b.dial(ctx, w, tcfg, me, cards[j], j, skippedHere)
+			if err != nil {
+				fail(fmt.Errorf("connect to rank %d (%s): %w", j, cards[j].Host, err))
+				return
+			}
+			mu.Lock()
+			w.peers[j], lines[j] = p, line
+			b.conns[j] = p.conn
+			mu.Unlock()
+		})
+	}
+	if w.rank > 0 {
+		wg.Go(func() {
+			if err := b.accept(ctx, w, cards, &mu, lines); err != nil {
+				fail(err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	for j, line := range lines {
+		if j != w.rank {
+			b.log.Info("comm: " + line)
+		}
+	}
+	return nil
+}
+
+// railsTo returns the rails from this rank to peer j.
+func (b *boot) railsTo(w *world, me, pc card, j int, skippedHere []netif.Skip) ([]multirail.Rail, []RailInfo, string, error) {
+	var rails []multirail.Rail
+	var infos []RailInfo
+	switch {
+	case len(b.cfg.emu) > 0:
+		if pc.HostID != me.HostID || len(pc.Emu) != len(b.cfg.emu) {
+			return nil, nil, "", fmt.Errorf("emulated rails (%s) need every rank on one host with the same specs; rank %d is on %s with %d emulated rails", EnvEmu, j, pc.Host, len(pc.Emu))
+		}
+		parts := make([]string, len(pc.Emu))
+		for k, addr := range pc.Emu {
+			name := fmt.Sprintf("emu%d", k)
+			rails = append(rails, multirail.Rail{Name: name, Addr: addr, Bandwidth: b.cfg.emu[k].RateBps})
+			infos = append(infos, RailInfo{Name: name, Remote: addr})
+			parts[k] = fmt.Sprintf("%s %s>%s", name, b.cfg.emu[k], addr)
+		}
+		return rails, infos, fmt.Sprintf("rank %d -> rank %d (%s): %s", w.rank, j, pc.Host, strings.Join(parts, ", ")), nil
+	case pc.HostID == me.HostID:
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(pc.Port))
+		for k := range b.cfg.LoopbackRails {
+			name := fmt.Sprintf("lo%d", k)
+			rails = append(rails, multirail.Rail{Name: name, Addr: addr})
+			infos = append(infos, RailInfo{Name: name, Local: "127.0.0.1", Remote: addr})
+		}
+		return rails, infos, netif.Describe(w.rank, j, pc.Host, nil, nil), nil
+	}
+	pairs, skipped := netif.Pair(netif.Host{ID: me.HostID, Ifaces: me.Ifaces}, netif.Host{ID: pc.HostID, Ifaces: pc.Ifaces})
+	for _, p := range pairs {
+		addr := netip.AddrPortFrom(p.Remote, uint16(pc.Port)).String()
+		rails = append(rails, multirail.Rail{Name: p.LocalIface, Addr: addr, Local: p.Local.String()})
+		infos = append(infos, RailInfo{Name: p.LocalIface, Local: p.Local.String(), Remote: addr})
+	}
+	if len(rails) == 0 {
+		addr := net.JoinHostPort(pc.Host, strconv.Itoa(pc.Port))
+		rails = append(rails, multirail.Rail{Name: "routed", Addr: addr})
+		infos = append(infos, RailInfo{Name: "routed", Remote: addr})
+	}
+	line := netif.Describe(w.rank, j, pc.Host, pairs, append(slices.Clone(skippedHere), skipped...))
+	if len(pairs) == 0 {
+		line += fmt.Sprintf("; one routed rail to %s", rails[0].Addr)
+	}
+	return rails, infos, line, nil
+}
+
+// dial connects to peer j, dropping (with a warning) rails that fail
+// their handshake while at least one works.
+func (b *boot) dial(ctx context.Context, w *world, tcfg multirail.Config, me, pc card, j int, skippedHere []netif.Skip) (*peer, string, error) {
+	rails, infos, line, err := b.railsTo(w, me, pc, j, skippedHere)
+	if err != nil {
+		return nil, "", err
+	}
+	var conn *multirail.Conn
+	for {
+		cfg := tcfg
+		cfg.Rails = rails
+		conn, err = multirail.Dial(ctx, cfg)
+		if err == nil {
+			break
+		}
+		var re *multirail.RailError
+		if !errors.As(err, &re) || len(rails) == 1 || errors.Is(err, multirail.ErrAuth) || ctx.Err() != nil {
+			return nil, "", err
+		}
+		k := slices.IndexFunc(rails, func(r multirail.Rail) bool { return r.Name == re.Rail })
+		if k < 0 {
+			return nil, "", err
+		}
+		b.log.Warn("comm: dropping a rail that failed its handshake", "peer", j, "rail", re.Rail, "err", re.Err)
+		line += fmt.Sprintf("; dropped %s (%v)", re.Rail, re.Err)
+		rails = slices.Delete(rails, k, k+1)
+		infos = slices.Delete(infos, k, k+1)
+	}
+	hb, _ := json.Marshal(hello{Job: b.info.JobID, Rank: w.rank})
+	msg := append(appendHeader(nil, header{kind: kindHello, ctx: worldID, root: -1}), hb...)
+	if err := conn.Send(ctx, connTagNotice, msg); err != nil {
+		_ = conn.Close()
+		return nil, "", err
+	}
+	return &peer{rank: j, host: pc.Host, conn: conn, rails: infos, room: make(chan struct{}, 1), done: make(chan struct{})}, line, nil
+}
+
+// accept takes the connections of every lower rank. Each announces
+// itself with a hello; messages that overtook it are kept for the
+// demultiplexer.
+func (b *boot) accept(ctx context.Context, w *world, cards []card, mu *sync.Mutex, lines []string) error {
+	want := w.rank
+	got := 0
+	for got < want {
+		conn, err := b.ln.Accept(ctx)
+		if err != nil {
+			mu.Lock()
+			var missing []string
+			for r := range w.rank {
+				if w.peers[r] == nil {
+					missing = append(missing, strconv.Itoa(r))
+				}
+			}
+			mu.Unlock()
+			return fmt.Errorf("waiting for ranks %s to connect: %w", strings.Join(missing, ", "), err)
+		}
+		var early []multirail.Message
+		var h hello
+		for {
+			m, err := conn.Recv(ctx)
+			if err != nil {
+				_ = conn.Close()
+				return fmt.Errorf("reading a new connection's hello: %w", err)
+			}
+			if m.Tag == connTagNotice {
+				if hh, payload, err := parseHeader(m.Data); err == nil && hh.kind == kindHello {
+					if err := json.Unmarshal(payload, &h); err != nil {
+						_ = conn.Close()
+						return fmt.Errorf("bad hello: %w", err)
+					}
+					break
+				}
+			}
+			early = append(early, m)
+		}
+		mu.Lock()
+		switch {
+		case h.Job != b.info.JobID:
+			err = fmt.Errorf("a connection from job %q, this is job %q", h.Job, b.info.JobID)
+		case h.Rank < 0 || h.Rank >= w.rank:
+			err = fmt.Errorf("a connection from rank %d; only ranks 0..%d dial rank %d", h.Rank, w.rank-1, w.rank)
+		case w.peers[h.Rank] != nil:
+			err = fmt.Errorf("rank %d connected twice", h.Rank)
+		}
+		if err != nil {
+			mu.Unlock()
+			b.log.Warn("comm: refusing a connection", "err", err)
+			_ = conn.Close()
+			continue
+		}
+		pc := cards[h.Rank]
+		var infos []RailInfo
+		for _, rs := range conn.Stats().Rails {
+			infos = append(infos, RailInfo{Name: rs.Name, Remote: rs.Name})
+		}
+		p := &peer{rank: h.Rank, host: pc.Host, conn: conn, rails: infos, room: make(chan struct{}, 1), done: make(chan struct{}), early: early}
+		w.peers[h.Rank] = p
+		b.conns[h.Rank] = conn
+		lines[h.Rank] = fmt.Sprintf("rank %d <- rank %d (%s): %d rails, dialled by rank %d", w.rank, h.Rank, pc.Host, len(infos), h.Rank)
+		mu.Unlock()
+		got++
+	}
+	return nil
+}
+
+// NewLocal starts a world of n ranks inside this process, joined over
+// loopback (or cfg.Emu's emulated rails) by the same bootstrap as Init,
+// with a file:// rendezvous in a fresh temporary directory: for tests and
+// examples. Close every returned communicator.
+func NewLocal(ctx context.Context, n int, cfg Config) ([]*Comm, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("%w: NewLocal: n = %d; allowed: >= 1", ErrConfig, n)
+	}
+	dir, err := os.MkdirTemp("", "multirail-local-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	host, _ := os.Hostname()
+	job := fmt.Sprintf("local-%d-%d", os.Getpid(), time.Now().UnixNano())
+	comms := make([]*Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() {
+			info := launch.Info{Launcher: "local", Rank: r, Size: n, LocalRank: r, LocalSize: n, JobID: job, Rdzv: "file://" + dir + "/rdzv", Host: host}
+			comms[r], errs[r] = Start(ctx, info, cfg)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, c := range comms {
+			if c != nil {
+				_ = c.Close()
+			}
+		}
+		return nil, err
+	}
+	return comms, nil
+}

@@ -1,0 +1,335 @@
+package rdzv
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	crand "crypto/rand"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// TokenEnv is the environment variable read when the token given to
+// Exchange or ServerConfig.Token is empty: the same as multirail.TokenEnv.
+const TokenEnv = "MULTIRAIL_TOKEN"
+
+// Card is what one rank publishes: its identity in the job and opaque
+// data (the communicator puts its host identity, data port and interfaces
+// there).
+type Card struct {
+	JobID      string
+	Rank, Size int
+	Data       []byte
+}
+
+// ErrAuth is wrapped by Exchange's error when the rank and the rendezvous
+// do not share the token.
+var ErrAuth = errors.New("authentication failed")
+
+// RefusedError is returned by Exchange, at once and without retrying, when
+// the rendezvous refused this rank for good: wrong token (it then wraps
+// ErrAuth), a card that disagrees with the job (size, job id, rank out of
+// range, the rank registered by another process), a stale file:// store,
+// or a peer that does not speak the protocol.
+type RefusedError struct {
+	URL    string
+	Reason string
+	auth   bool
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("rendezvous %s refused this rank: %s", e.URL, e.Reason)
+}
+
+// Is lets errors.Is(err, ErrAuth) see an authentication refusal.
+func (e *RefusedError) Is(target error) bool { return target == ErrAuth && e.auth }
+
+// WaitError is returned by Exchange when ctx is done before the table
+// arrived. It wraps ctx's error.
+type WaitError struct {
+	URL        string
+	Rank, Size int
+	// Reached reports whether the server ever answered (tcp://); always
+	// true for file://.
+	Reached bool
+	// Missing lists the ranks the server (or the file:// store) still
+	// missed when last heard of, possibly only the first of them;
+	// MissingCount is how many there were in all. Both are zero when
+	// unknown.
+	Missing      []int
+	MissingCount int
+	// Last is the last failure before the deadline (dial or connection
+	// error), if any.
+	Last error
+	Err  error
+}
+
+func (e *WaitError) Error() string {
+	if !e.Reached {
+		last := "no answer"
+		if e.Last != nil {
+			last = e.Last.Error()
+		}
+		return fmt.Sprintf("rendezvous server %s not reachable: %s (rank %d of %d gave up: %v)", e.URL, last, e.Rank, e.Size, e.Err)
+	}
+	if e.MissingCount > 0 {
+		return fmt.Sprintf("rendezvous %s: rank %d of %d gave up waiting for rank(s) %s (%d of %d registered): %v",
+			e.URL, e.Rank, e.Size, formatRanges(rangesOf(e.Missing), e.MissingCount), e.Size-e.MissingCount, e.Size, e.Err)
+	}
+	if e.Last != nil {
+		return fmt.Sprintf("rendezvous %s: rank %d of %d gave up: %v: %v", e.URL, e.Rank, e.Size, e.Last, e.Err)
+	}
+	return fmt.Sprintf("rendezvous %s: rank %d of %d gave up: %v", e.URL, e.Rank, e.Size, e.Err)
+}
+
+func (e *WaitError) Unwrap() error { return e.Err }
+
+// Timing of the tcp:// client.
+const (
+	clientHandshakeTimeout = 10 * time.Second
+	retryMin               = 20 * time.Millisecond
+	retryMax               = 500 * time.Millisecond
+)
+
+// Exchange publishes card at the rendezvous url and returns the cards'
+// data of all ranks, indexed by rank (card.Data at card.Rank).
+//
+// url is "tcp://host:port" (a Server; see NewServer) or "file:///abs/dir"
+// (a directory shared by all ranks). token is the shared secret; empty
+// means the MULTIRAIL_TOKEN environment variable, and when that is empty
+// too, no secret (trusted networks only).
+//
+// Ranks start in any order and the server may not be up yet: Exchange
+// retries until ctx is done, then returns a *WaitError naming the ranks
+// still missing when the server told us (or saying the server was never
+// reachable). A definite refusal (wrong token, a card that disagrees with
+// the job) is a *RefusedError, returned at once.
+func Exchange(ctx context.Context, url, token string, card Card) ([][]byte, error) {
+	if token == "" {
+		token = os.Getenv(TokenEnv)
+	}
+	if err := checkCard(card); err != nil {
+		return nil, err
+	}
+	kind, where, err := parseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	if kind == "file" {
+		return exchangeFile(ctx, url, where, []byte(token), card)
+	}
+	return exchangeTCP(ctx, url, where, []byte(token), card)
+}
+
+func checkCard(c Card) error {
+	if c.Size < 1 || c.Size > MaxSize {
+		return fmt.Errorf("rdzv: card size %d is out of range: allowed 1..%d", c.Size, MaxSize)
+	}
+	if c.Rank < 0 || c.Rank >= c.Size {
+		return fmt.Errorf("rdzv: card rank %d is out of range: allowed 0..%d for size %d", c.Rank, c.Size-1, c.Size)
+	}
+	if len(c.JobID) > MaxJobID {
+		return fmt.Errorf("rdzv: card job id of %d bytes is too long: allowed at most %d", len(c.JobID), MaxJobID)
+	}
+	if len(c.Data) > MaxCardLimit {
+		return fmt.Errorf("rdzv: card data of %d bytes is too large: allowed at most %d", len(c.Data), MaxCardLimit)
+	}
+	return nil
+}
+
+// parseURL splits a rendezvous url into its kind ("tcp" or "file") and
+// address or directory.
+func parseURL(s string) (kind, where string, err error) {
+	const allowed = `allowed: tcp://HOST:PORT or file:///ABSOLUTE/DIR`
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", "", fmt.Errorf("rdzv: rendezvous url %q: %v; %s", s, err, allowed)
+	}
+	switch u.Scheme {
+	case "tcp":
+		host, port, err := net.SplitHostPort(u.Host)
+		if err != nil || host == "" || port == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+			return "", "", fmt.Errorf("rdzv: rendezvous url %q: want tcp://HOST:PORT; %s", s, allowed)
+		}
+		return "tcp", u.Host, nil
+	case "file":
+		if (u.Host != "" && u.Host != "localhost") || !filepath.IsAbs(u.Path) || u.RawQuery != "" {
+			return "", "", fmt.Errorf("rdzv: rendezvous url %q: want file:// and an absolute directory, e.g. file:///tmp/job-42; %s", s, allowed)
+		}
+		return "file", filepath.Clean(u.Path), nil
+	}
+	return "", "", fmt.Errorf("rdzv: rendezvous url %q: unknown scheme %q; %s", s, u.Scheme, allowed)
+}
+
+// sleepCtx waits d or until ctx is done (false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// jitter spreads d by ±20 % so that ranks do not retry in lock step.
+func jitter(d time.Duration) time.Duration {
+	return d*4/5 + time.Duration(rand.Int64N(int64(d)*2/5+1))
+}
+
+// tcpClient is one rank's state across its attempts.
+type tcpClient struct {
+	url, addr string
+	token     []byte
+	card      Card
+	reached   bool
+	status    *status
+}
+
+func exchangeTCP(ctx context.Context, u, addr string, token []byte, card Card) ([][]byte, error) {
+	c := &tcpClient{url: u, addr: addr, token: token, card: card}
+	wait := retryMin
+	var last error
+	for {
+		table, err := c.attempt(ctx)
+		if err == nil {
+			return table, nil
+		}
+		var ref *RefusedError
+		if errors.As(err, &ref) {
+			return nil, err
+		}
+		if ctx.Err() == nil {
+			last = err
+		}
+		if ctx.Err() != nil || !sleepCtx(ctx, jitter(wait)) {
+			we := &WaitError{URL: u, Rank: card.Rank, Size: card.Size, Reached: c.reached, Last: last, Err: ctx.Err()}
+			if c.status != nil {
+				we.MissingCount = c.status.missing
+				for _, r := range c.status.ranges {
+					for i := r[0]; i <= r[1]; i++ {
+						we.Missing = append(we.Missing, i)
+					}
+				}
+			}
+			return nil, we
+		}
+		wait = min(2*wait, retryMax)
+	}
+}
+
+// attempt runs one connection: handshake, card, wait for the table.
+// Errors other than a *RefusedError are worth a retry.
+func (c *tcpClient) attempt(ctx context.Context) ([][]byte, error) {
+	d := net.Dialer{KeepAlive: 15 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", c.addr)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	// Cancelling ctx closes the connection: every read and write fails.
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	conn.SetDeadline(time.Now().Add(clientHandshakeTimeout))
+
+	refused := func(format string, args ...any) error {
+		return &RefusedError{URL: c.url, Reason: fmt.Sprintf(format, args...)}
+	}
+	typ, body, err := readFrame(conn, max(helloLen, maxErrorLen))
+	if err != nil {
+		if errors.Is(err, errFrame) {
+			return nil, refused("%s is not a multirail rendezvous server: %v", c.addr, err)
+		}
+		return nil, fmt.Errorf("reading the server's hello: %w", err)
+	}
+	if typ != tHello || len(body) != helloLen-1 || string(body[:len(magic)]) != magic {
+		return nil, refused("%s is not a multirail rendezvous server (first frame type %d of %d bytes)", c.addr, typ, len(body))
+	}
+	c.reached = true
+	if v := body[len(magic)]; v != version {
+		return nil, refused("the server speaks rendezvous protocol version %d, this rank version %d", v, version)
+	}
+	nonces := make([]byte, 2*nonceSize)
+	copy(nonces, body[len(magic)+1:])
+	cryptoRand(nonces[nonceSize:])
+	auth := append([]byte{version}, nonces[nonceSize:]...)
+	auth = append(auth, mac(c.token, labelClient, nonces)...)
+	if err := writeFrame(conn, tAuth, auth); err != nil {
+		return nil, err
+	}
+	typ, body, err = readFrame(conn, max(proofLen, maxErrorLen))
+	if err != nil {
+		return nil, fmt.Errorf("reading the server's proof: %w", err)
+	}
+	switch {
+	case typ == tError:
+		return nil, c.serverError(body)
+	case typ != tProof || len(body) != macSize:
+		return nil, refused("protocol error: frame type %d of %d bytes, want the server's proof", typ, len(body))
+	case !hmac.Equal(body, mac(c.token, labelServer, nonces)):
+		return nil, &RefusedError{URL: c.url, Reason: fmt.Sprintf("%v: the server at %s does not prove it knows this rank's token (%s)", ErrAuth, c.addr, TokenEnv), auth: true}
+	}
+	cb := appendCardBody(nil, c.card)
+	if err := writeFrame(conn, tCard, append(cb, mac(c.token, labelCard, nonces, cb)...)); err != nil {
+		return nil, err
+	}
+	conn.SetDeadline(time.Time{})
+	for {
+		typ, body, err := readFrame(conn, MaxTable+1+macSize)
+		if err != nil {
+			return nil, fmt.Errorf("waiting for the table: %w", err)
+		}
+		switch typ {
+		case tStatus:
+			st, err := decodeStatus(body)
+			if err != nil {
+				return nil, refused("protocol error: %v", err)
+			}
+			c.status = &st
+		case tError:
+			return nil, c.serverError(body)
+		case tTable:
+			tb, sum, err := splitMAC(body)
+			if err == nil && !hmac.Equal(sum, mac(c.token, labelTable, nonces, tb)) {
+				err = errors.New("table MAC mismatch")
+			}
+			var table [][]byte
+			if err == nil {
+				table, err = decodeTable(tb, c.card.Size)
+			}
+			if err != nil {
+				return nil, refused("bad table from the server: %v", err)
+			}
+			if !bytes.Equal(table[c.card.Rank], c.card.Data) {
+				return nil, refused("the server's table has other data for rank %d than this rank sent", c.card.Rank)
+			}
+			// Confirm, so that the server can stop; the table is ours
+			// whatever happens to the confirmation.
+			conn.SetWriteDeadline(time.Now().Add(time.Second))
+			writeFrame(conn, tAck, nil)
+			return table, nil
+		default:
+			return nil, refused("protocol error: frame type %d while waiting for the table", typ)
+		}
+	}
+}
+
+// serverError turns an error frame into a refusal.
+func (c *tcpClient) serverError(body []byte) error {
+	if len(body) < 1 {
+		return &RefusedError{URL: c.url, Reason: "empty error frame"}
+	}
+	text := strings.ToValidUTF8(string(body[1:]), "?")
+	return &RefusedError{URL: c.url, Reason: text, auth: body[0] == codeAuth}
+}
+
+// cryptoRand fills b with random bytes (crypto/rand.Read never fails).
+func cryptoRand(b []byte) { crand.Read(b) }

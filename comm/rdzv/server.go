@@ -1,0 +1,651 @@
+package rdzv
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Defaults of ServerConfig.
+const (
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultMaxPending       = 64
+	// statusInterval coalesces status frames: at most one per registered
+	// connection per interval, and only when the registrations changed.
+	statusInterval = 250 * time.Millisecond
+	// maxRefusals is how many refusals an IncompleteError keeps.
+	maxRefusals = 8
+)
+
+// ErrServerClosed is the cause in the IncompleteError Serve returns after
+// Close.
+var ErrServerClosed = errors.New("rdzv: server closed")
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	// Size is the number of ranks of the job, 1..MaxSize.
+	Size int
+	// JobID, when set, must equal every card's job id. When empty, the
+	// cards must agree among themselves.
+	JobID string
+	// Token is the shared secret; empty means the MULTIRAIL_TOKEN
+	// environment variable (TokenEnv), and when that is empty too, no
+	// secret (trusted networks only).
+	Token string
+	// Logger receives a warning per refused connection and debug lines;
+	// nil discards.
+	Logger *slog.Logger
+	// MaxCard is the largest card in bytes (default DefaultMaxCard, at
+	// most MaxCardLimit).
+	MaxCard int
+	// HandshakeTimeout bounds each connection's handshake (hello to card)
+	// and each later write (default DefaultHandshakeTimeout).
+	HandshakeTimeout time.Duration
+	// MaxPending bounds the connections in their handshake at once
+	// (default DefaultMaxPending); further connections wait in the
+	// listen backlog. Registered connections count apart (at most Size).
+	MaxPending int
+}
+
+// Server serves one job's tcp:// rendezvous on a listener. Ranks connect,
+// authenticate and register their card; when every rank is registered
+// the server answers every connection with the table of all cards, and
+// Serve returns once every rank has confirmed it.
+type Server struct {
+	ln    net.Listener
+	cfg   ServerConfig
+	token []byte
+	log   *slog.Logger
+	addr  string
+
+	quit      chan struct{} // closed when Serve stops
+	closeCh   chan struct{} // closed by Close
+	closeOnce sync.Once
+	complete  chan struct{} // closed when the table is complete
+	allDone   chan struct{} // closed when every rank acknowledged the table
+	sem       chan struct{} // handshake slots
+	wg        sync.WaitGroup
+
+	mu          sync.Mutex
+	serving     bool
+	members     []*member // before completion: the registered ranks
+	registered  int
+	jobID       string   // cfg.JobID, or the registered cards' job id
+	table       [][]byte // set when complete
+	tableBody   []byte   // encoded table, without MAC
+	acked       []bool
+	nacked      int
+	gen         chan struct{} // closed and replaced when registrations change
+	changed     bool
+	conns       map[*sconn]struct{}
+	connections int
+	refusals    []string
+}
+
+type member struct {
+	data []byte
+	job  string
+	conn *sconn
+}
+
+// sconn is one accepted connection.
+type sconn struct {
+	c        net.Conn
+	addr     string
+	kick     chan struct{}
+	kickOnce sync.Once
+}
+
+// kickOut ends the connection: its handshake or wait fails at once.
+func (c *sconn) kickOut() {
+	c.kickOnce.Do(func() {
+		close(c.kick)
+		c.c.Close()
+	})
+}
+
+// NewServer checks cfg and returns a server for ln. Serve runs it; the
+// server owns ln from then on and closes it when Serve returns.
+func NewServer(ln net.Listener, cfg ServerConfig) (*Server, error) {
+	if ln == nil {
+		return nil, errors.New("rdzv: NewServer: nil listener")
+	}
+	if cfg.Size < 1 || cfg.Size > MaxSize {
+		return nil, fmt.Errorf("rdzv: ServerConfig.Size %d is out of range: allowed 1..%d", cfg.Size, MaxSize)
+	}
+	if len(cfg.JobID) > MaxJobID {
+		return nil, fmt.Errorf("rdzv: ServerConfig.JobID of %d bytes is too long: allowed at most %d", len(cfg.JobID), MaxJobID)
+	}
+	if cfg.MaxCard == 0 {
+		cfg.MaxCard = DefaultMaxCard
+	}
+	if cfg.MaxCard < 0 || cfg.MaxCard > MaxCardLimit {
+		return nil, fmt.Errorf("rdzv: ServerConfig.MaxCard %d is out of range: allowed 1..%d bytes (0 = %d)", cfg.MaxCard, MaxCardLimit, DefaultMaxCard)
+	}
+	if cfg.HandshakeTimeout == 0 {
+		cfg.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if cfg.HandshakeTimeout < 0 {
+		return nil, fmt.Errorf("rdzv: ServerConfig.HandshakeTimeout %v is negative: allowed > 0 (0 = %v)", cfg.HandshakeTimeout, DefaultHandshakeTimeout)
+	}
+	if cfg.MaxPending == 0 {
+		cfg.MaxPending = DefaultMaxPending
+	}
+	if cfg.MaxPending < 0 || cfg.MaxPending > 65536 {
+		return nil, fmt.Errorf("rdzv: ServerConfig.MaxPending %d is out of range: allowed 1..65536 (0 = %d)", cfg.MaxPending, DefaultMaxPending)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	tok := cfg.Token
+	if tok == "" {
+		tok = os.Getenv(TokenEnv)
+	}
+	return &Server{
+		ln:       ln,
+		cfg:      cfg,
+		token:    []byte(tok),
+		log:      log,
+		addr:     "tcp://" + ln.Addr().String(),
+		quit:     make(chan struct{}),
+		closeCh:  make(chan struct{}),
+		complete: make(chan struct{}),
+		allDone:  make(chan struct{}),
+		sem:      make(chan struct{}, cfg.MaxPending),
+		members:  make([]*member, cfg.Size),
+		acked:    make([]bool, cfg.Size),
+		jobID:    cfg.JobID,
+		gen:      make(chan struct{}),
+		conns:    make(map[*sconn]struct{}),
+	}, nil
+}
+
+// IncompleteError is returned by Serve when it stops (ctx done, Close, or
+// the listener failed) before every rank confirmed the table.
+type IncompleteError struct {
+	JobID string
+	Size  int
+	// Complete reports whether every rank had registered (the table was
+	// sent); Missing then lists the ranks that did not confirm it, and
+	// otherwise the ranks not registered.
+	Complete bool
+	Missing  []int
+	// Connections counts the connections accepted; 0 means no rank ever
+	// came (a program that does not use the rendezvous).
+	Connections int
+	// Refusals are the last connections refused (wrong token, size...),
+	// as told to the ranks.
+	Refusals []string
+	// Err is why the server stopped: ctx's error, ErrServerClosed, or the
+	// listener's error.
+	Err error
+}
+
+func (e *IncompleteError) Error() string {
+	var b bytes.Buffer
+	b.WriteString("rendezvous")
+	if e.JobID != "" {
+		fmt.Fprintf(&b, " of job %q", e.JobID)
+	}
+	miss := formatRanges(rangesOf(e.Missing), len(e.Missing))
+	if e.Complete {
+		fmt.Fprintf(&b, ": rank(s) %s of %d did not confirm the table", miss, e.Size)
+	} else {
+		fmt.Fprintf(&b, ": rank(s) %s of %d never registered (%d of %d did)", miss, e.Size, e.Size-len(e.Missing), e.Size)
+	}
+	if n := len(e.Refusals); n > 0 {
+		fmt.Fprintf(&b, "; %d refused, last: %s", n, e.Refusals[n-1])
+	}
+	fmt.Fprintf(&b, ": %v", e.Err)
+	return b.String()
+}
+
+func (e *IncompleteError) Unwrap() error { return e.Err }
+
+// Missing returns the ranks the server still waits for: before the table
+// is complete the ranks not registered, after it the ranks that have not
+// confirmed it.
+func (s *Server) Missing() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.missingLocked()
+}
+
+func (s *Server) missingLocked() []int {
+	var out []int
+	for r := range s.cfg.Size {
+		if s.table == nil && s.members[r] == nil || s.table != nil && !s.acked[r] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Close stops Serve (or makes a later Serve return at once) and closes
+// the listener. It is safe to call more than once and concurrently.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() { close(s.closeCh) })
+	s.mu.Lock()
+	serving := s.serving
+	s.mu.Unlock()
+	if !serving {
+		return s.ln.Close()
+	}
+	return nil
+}
+
+// Serve runs the rendezvous until every rank has confirmed the table
+// (nil), ctx is done, or Close is called (an *IncompleteError naming the
+// missing ranks). It closes the listener and every connection before it
+// returns. Serve may be called once.
+func (s *Server) Serve(ctx context.Context) error {
+	s.mu.Lock()
+	if s.serving {
+		s.mu.Unlock()
+		return errors.New("rdzv: Serve called twice")
+	}
+	s.serving = true
+	s.mu.Unlock()
+
+	acceptErr := make(chan error, 1)
+	s.wg.Add(2)
+	go s.acceptLoop(acceptErr)
+	go s.ticker()
+
+	var cause error
+	select {
+	case <-s.allDone:
+	case <-ctx.Done():
+		cause = ctx.Err()
+	case <-s.closeCh:
+		cause = ErrServerClosed
+	case err := <-acceptErr:
+		cause = fmt.Errorf("rdzv: accept on %s: %w", s.addr, err)
+	}
+	close(s.quit)
+	s.ln.Close()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.kickOut()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	if cause == nil {
+		s.log.Debug("rdzv: complete", "job", s.jobID, "size", s.cfg.Size)
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &IncompleteError{
+		JobID: s.jobID, Size: s.cfg.Size, Complete: s.table != nil, Missing: s.missingLocked(),
+		Connections: s.connections, Refusals: slices.Clone(s.refusals), Err: cause,
+	}
+}
+
+func (s *Server) acceptLoop(errc chan<- error) {
+	defer s.wg.Done()
+	delay := 5 * time.Millisecond
+	for {
+		select {
+		case s.sem <- struct{}{}:
+		case <-s.quit:
+			return
+		}
+		c, err := s.ln.Accept()
+		if err != nil {
+			<-s.sem
+			select {
+			case <-s.quit:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
+				// EMFILE and the like: wait and try again, as net/http does.
+				t := time.NewTimer(delay)
+				select {
+				case <-t.C:
+				case <-s.quit:
+					t.Stop()
+					return
+				}
+				delay = min(2*delay, time.Second)
+				continue
+			}
+			errc <- err
+			return
+		}
+		delay = 5 * time.Millisecond
+		sc := &sconn{c: c, addr: c.RemoteAddr().String(), kick: make(chan struct{})}
+		s.mu.Lock()
+		select {
+		case <-s.quit:
+			// Serve has already kicked the connections out.
+			s.mu.Unlock()
+			c.Close()
+			<-s.sem
+			return
+		default:
+		}
+		s.conns[sc] = struct{}{}
+		s.connections++
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go s.handle(sc)
+	}
+}
+
+func isTemporary(err error) bool {
+	t, ok := err.(interface{ Temporary() bool })
+	return ok && t.Temporary()
+}
+
+// ticker wakes the registered connections to send a status frame, at most
+// once per statusInterval, when the registrations changed.
+func (s *Server) ticker() {
+	defer s.wg.Done()
+	t := time.NewTicker(statusInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			s.mu.Lock()
+			if s.changed {
+				s.changed = false
+				close(s.gen)
+				s.gen = make(chan struct{})
+			}
+			s.mu.Unlock()
+		case <-s.quit:
+			return
+		}
+	}
+}
+
+// refuse tells the rank why (one line), logs it, and keeps it for the
+// IncompleteError.
+func (s *Server) refuse(sc *sconn, code byte, msg string) {
+	s.log.Warn("rdzv: refused a rank", "from", sc.addr, "reason", msg)
+	s.mu.Lock()
+	if len(s.refusals) == maxRefusals {
+		s.refusals = slices.Delete(s.refusals, 0, 1)
+	}
+	s.refusals = append(s.refusals, msg)
+	s.mu.Unlock()
+	sc.c.SetWriteDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
+	if len(msg) > maxErrorText {
+		msg = msg[:maxErrorText]
+	}
+	writeFrame(sc.c, tError, append([]byte{code}, msg...))
+}
+
+func (s *Server) handle(sc *sconn) {
+	defer s.wg.Done()
+	defer func() {
+		sc.c.Close()
+		s.mu.Lock()
+		delete(s.conns, sc)
+		s.mu.Unlock()
+	}()
+	// The handshake holds a slot; kickOut ends it early.
+	card, nonces, ok := s.handshake(sc)
+	<-s.sem
+	if ok {
+		s.serveMember(sc, card, nonces)
+	}
+}
+
+// handshake authenticates the rank and reads its card, within
+// HandshakeTimeout. Refusals are sent to the rank.
+func (s *Server) handshake(sc *sconn) (Card, []byte, bool) {
+	c := sc.c
+	c.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
+	nonces := make([]byte, 2*nonceSize)
+	rand.Read(nonces[:nonceSize])
+	hello := append([]byte(magic), version)
+	if err := writeFrame(c, tHello, append(hello, nonces[:nonceSize]...)); err != nil {
+		s.log.Debug("rdzv: hello", "from", sc.addr, "err", err)
+		return Card{}, nil, false
+	}
+	typ, body, err := readFrame(c, authLen)
+	if err != nil {
+		s.log.Debug("rdzv: reading auth", "from", sc.addr, "err", err)
+		if errors.Is(err, errFrame) {
+			s.refuse(sc, codeProtocol, fmt.Sprintf("protocol error from %s: %v", sc.addr, err))
+		}
+		return Card{}, nil, false
+	}
+	if typ != tAuth || len(body) != authLen-1 {
+		s.refuse(sc, codeProtocol, fmt.Sprintf("protocol error from %s: frame type %d of %d bytes, want auth (type %d, %d bytes)", sc.addr, typ, len(body), tAuth, authLen-1))
+		return Card{}, nil, false
+	}
+	if body[0] != version {
+		s.refuse(sc, codeProtocol, fmt.Sprintf("rank at %s speaks rendezvous protocol version %d, this server version %d", sc.addr, body[0], version))
+		return Card{}, nil, false
+	}
+	copy(nonces[nonceSize:], body[1:1+nonceSize])
+	if !hmac.Equal(body[1+nonceSize:], mac(s.token, labelClient, nonces)) {
+		s.refuse(sc, codeAuth, fmt.Sprintf("authentication failed: the rank at %s does not have the server's token (%s)", sc.addr, TokenEnv))
+		return Card{}, nil, false
+	}
+	if err := writeFrame(c, tProof, mac(s.token, labelServer, nonces)); err != nil {
+		return Card{}, nil, false
+	}
+	typ, body, err = readFrame(c, cardFrameMax(s.cfg.MaxCard))
+	if err != nil {
+		s.log.Debug("rdzv: reading card", "from", sc.addr, "err", err)
+		if errors.Is(err, errFrame) {
+			s.refuse(sc, codeRefused, fmt.Sprintf("card from %s refused: %v (the server's MaxCard is %d bytes)", sc.addr, err, s.cfg.MaxCard))
+		}
+		return Card{}, nil, false
+	}
+	if typ != tCard {
+		s.refuse(sc, codeProtocol, fmt.Sprintf("protocol error from %s: frame type %d, want card (type %d)", sc.addr, typ, tCard))
+		return Card{}, nil, false
+	}
+	cb, sum, err := splitMAC(body)
+	if err == nil && !hmac.Equal(sum, mac(s.token, labelCard, nonces, cb)) {
+		err = errors.New("card MAC mismatch")
+	}
+	var card Card
+	if err == nil {
+		card, err = decodeCardBody(cb, s.cfg.MaxCard)
+	}
+	if err != nil {
+		s.refuse(sc, codeRefused, fmt.Sprintf("card from %s refused: %v (the server's MaxCard is %d bytes)", sc.addr, err, s.cfg.MaxCard))
+		return Card{}, nil, false
+	}
+	c.SetDeadline(time.Time{})
+	return card, nonces, true
+}
+
+// register records sc's card. It returns a refusal, or whether the table
+// is already complete (a rank retrying after the table was sent).
+func (s *Server) register(sc *sconn, card Card) (refusal string, done bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if card.Size != s.cfg.Size {
+		return fmt.Sprintf("rank %d says size %d, the server's job has size %d", card.Rank, card.Size, s.cfg.Size), false
+	}
+	if card.Rank < 0 || card.Rank >= s.cfg.Size {
+		return fmt.Sprintf("rank %d is out of range: the server's job has size %d (ranks 0..%d)", card.Rank, s.cfg.Size, s.cfg.Size-1), false
+	}
+	if s.jobID != "" || s.registered > 0 || s.table != nil {
+		if card.JobID != s.jobID {
+			return fmt.Sprintf("rank %d says job id %q, the server's job id is %q", card.Rank, card.JobID, s.jobID), false
+		}
+	}
+	r := card.Rank
+	if s.table != nil {
+		if !bytes.Equal(s.table[r], card.Data) {
+			return fmt.Sprintf("rank %d is registered twice with different data (the job's table is complete; a second process with rank %d?)", r, r), false
+		}
+		return "", true
+	}
+	if m := s.members[r]; m != nil {
+		if !bytes.Equal(m.data, card.Data) {
+			return fmt.Sprintf("rank %d is already registered from %s with different data (a second process with rank %d?)", r, m.conn.addr, r), false
+		}
+		// Same card: a retry. The new connection replaces the old one.
+		m.conn.kickOut()
+		m.conn = sc
+		s.log.Debug("rdzv: rank re-registered", "rank", r, "from", sc.addr)
+		return "", false
+	}
+	s.members[r] = &member{data: bytes.Clone(card.Data), job: card.JobID, conn: sc}
+	s.registered++
+	s.jobID = card.JobID
+	s.changed = true
+	s.log.Debug("rdzv: rank registered", "rank", r, "from", sc.addr, "registered", s.registered, "size", s.cfg.Size)
+	if s.registered == s.cfg.Size {
+		s.table = make([][]byte, s.cfg.Size)
+		for i, m := range s.members {
+			s.table[i] = m.data
+		}
+		s.tableBody = encodeTable(s.table)
+		s.members = nil
+		close(s.complete)
+	}
+	return "", false
+}
+
+// drop forgets rank r when sc still holds its registration (the table
+// not yet complete): the rank must register again.
+func (s *Server) drop(sc *sconn, r int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.table == nil && s.members[r] != nil && s.members[r].conn == sc {
+		s.members[r] = nil
+		s.registered--
+		s.changed = true
+		if s.registered == 0 && s.cfg.JobID == "" {
+			s.jobID = ""
+		}
+		s.log.Debug("rdzv: rank's connection broke before the table", "rank", r, "from", sc.addr)
+	}
+}
+
+func (s *Server) ack(r int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.acked[r] {
+		s.acked[r] = true
+		s.nacked++
+		if s.nacked == s.cfg.Size {
+			close(s.allDone)
+		}
+	}
+}
+
+func (s *Server) statusLocked() status {
+	st := status{registered: s.registered, size: s.cfg.Size}
+	miss := s.missingLocked()
+	st.missing = len(miss)
+	st.ranges = rangesOf(miss)
+	if len(st.ranges) > maxStatusRanges {
+		st.ranges = st.ranges[:maxStatusRanges]
+	}
+	return st
+}
+
+// serveMember serves a registered connection: status frames until the
+// table is complete, the table, then the rank's acknowledgement.
+func (s *Server) serveMember(sc *sconn, card Card, nonces []byte) {
+	c := sc.c
+	write := func(typ byte, body []byte) error {
+		c.SetWriteDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
+		return writeFrame(c, typ, body)
+	}
+	refusal, done := s.register(sc, card)
+	if refusal != "" {
+		s.refuse(sc, codeRefused, refusal)
+		return
+	}
+	// The reader sees the acknowledgement, or the connection break.
+	readc := make(chan error, 1)
+	go func() {
+		typ, body, err := readFrame(c, 1)
+		if err == nil && (typ != tAck || len(body) != 0) {
+			err = fmt.Errorf("%w: frame type %d, want ack", errFrame, typ)
+		}
+		readc <- err
+	}()
+	defer func() {
+		c.Close()
+		<-readc
+	}()
+	s.mu.Lock()
+	gen := s.gen
+	st := s.statusLocked()
+	s.mu.Unlock()
+	complete := s.complete
+	if done {
+		complete = closedChan
+	} else if err := write(tStatus, st.encode()); err != nil {
+		s.drop(sc, card.Rank)
+		return
+	}
+	sent := false
+	for {
+		select {
+		case <-complete:
+			complete = nil
+			s.mu.Lock()
+			body := s.tableBody
+			s.mu.Unlock()
+			if err := write(tTable, append(body[:len(body):len(body)], mac(s.token, labelTable, nonces, body)...)); err != nil {
+				s.log.Debug("rdzv: writing the table", "rank", card.Rank, "err", err)
+				return
+			}
+			sent = true
+			// The rank answers at once; a rank that does not is cut off
+			// and retries.
+			c.SetReadDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
+		case <-gen:
+			s.mu.Lock()
+			gen = s.gen
+			st := s.statusLocked()
+			full := s.table != nil
+			s.mu.Unlock()
+			if !full {
+				if err := write(tStatus, st.encode()); err != nil {
+					s.drop(sc, card.Rank)
+					return
+				}
+			}
+		case err := <-readc:
+			readc <- err // for the deferred receive
+			if err == nil && sent {
+				s.ack(card.Rank)
+				return
+			}
+			if err == nil {
+				err = errors.New("acknowledgement before the table")
+			}
+			s.log.Debug("rdzv: rank's connection ended", "rank", card.Rank, "from", sc.addr, "err", err)
+			s.drop(sc, card.Rank)
+			return
+		case <-sc.kick:
+			return
+		}
+	}
+}
+
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+var _ io.Closer = (*Server)(nil)
