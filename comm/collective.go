@@ -197,8 +197,14 @@ func (c *Comm) collective(ctx context.Context, cl Collective, dtype uint8, elem 
 		algo = coll.Choose(cl, len(c.ranks), chooseBytes(cl, count, elem, len(c.ranks)), w.cfg.Thresholds)
 	}
 	call.h.algo = uint8(algo)
+	w.mu.Lock()
+	c.cs.startLocked(call)
+	w.mu.Unlock()
 	start := time.Now()
 	err := fn(call, algo)
+	w.mu.Lock()
+	c.cs.cur = nil
+	w.mu.Unlock()
 	c.recordColl(cl, algo, count*elem, time.Since(start), err)
 	if err == nil {
 		return nil

@@ -414,6 +414,7 @@ func (w *world) deliver(ctx context.Context, p *peer, h header, payload []byte) 
 		return ErrClosed
 	}
 	cs := w.ctxStateLocked(h.ctx)
+	p.held += n
 	in := &inMsg{src: p.rank, h: h, data: payload, cost: n, from: p}
 	if h.kind == kindP2P {
 		cs.arriveP2PLocked(in)

@@ -29,7 +29,7 @@ func local(t *testing.T, n int, cfg Config) []*Comm {
 // each runs f on every rank at once and fails the test with the errors.
 func each(t *testing.T, cs []*Comm, f func(ctx context.Context, c *Comm) error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	errs := make([]error, len(cs))
 	var wg sync.WaitGroup

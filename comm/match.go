@@ -28,6 +28,7 @@ type ctxState struct {
 	p2pErr     error // set: every receive fails with it
 
 	coll     map[collKey]*collSlot
+	cur      *collCall     // the collective call in progress here, if any
 	collErr  error         // set: every collective fails with it
 	collFail chan struct{} // closed when collErr is set
 }
@@ -113,6 +114,16 @@ func (cs *ctxState) arriveCollLocked(in *inMsg) {
 		cs.w.releaseLocked(in)
 		return
 	}
+	if cs.cur != nil && in.h.seq == cs.cur.h.seq && cs.comm != nil {
+		// Any step of the call in progress shows what its sender called:
+		// a mismatch fails the call now, not when (if ever) the step is
+		// received.
+		if err := cs.cur.check(cs.comm.index[in.src], in.h); err != nil {
+			cs.w.releaseLocked(in)
+			cs.mismatchLocked(cs.cur, in.src, err)
+			return
+		}
+	}
 	k := collKey{seq: in.h.seq, src: in.src, step: in.h.tag}
 	s := cs.coll[k]
 	switch {
@@ -125,6 +136,37 @@ func (cs *ctxState) arriveCollLocked(in *inMsg) {
 	default:
 		s.in = in
 		close(s.ready)
+	}
+}
+
+// mismatchLocked fails call, which rank src (world) called otherwise, and
+// tells the other ranks.
+func (cs *ctxState) mismatchLocked(call *collCall, src int, err error) {
+	if cs.collErr != nil {
+		return
+	}
+	cs.failCollLocked(err, true)
+	w, c := cs.w, cs.comm
+	msg := fmt.Sprintf("%s (call %d) failed on rank %d: %v", call.name(), call.h.seq, c.rank, err)
+	if w.closed {
+		return
+	}
+	w.wg.Go(func() {
+		w.sendNoticeReason(c.ranks, c.id, call.h.seq, src, call.h.coll, reasonMismatch, msg)
+	})
+}
+
+// startLocked makes call the one in progress and checks the steps of it
+// that arrived before it started.
+func (cs *ctxState) startLocked(call *collCall) {
+	cs.cur = call
+	for k, s := range cs.coll {
+		if k.seq == call.h.seq && s.in != nil {
+			if err := call.check(cs.comm.index[k.src], s.in.h); err != nil {
+				cs.mismatchLocked(call, k.src, err)
+				return
+			}
+		}
 	}
 }
 

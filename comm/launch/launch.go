@@ -179,6 +179,9 @@ func Detect(getenv func(string) (string, bool), host string) (Info, error) {
 		}
 		r = Rdzv{Scheme: "file", Dir: filepath.Join(dir, "multirail-rdzv-"+sanitize(info.JobID))}
 	case p.host != "":
+		if !validHost(p.host) {
+			return Info{}, fmt.Errorf("launch: %s=%q: want a host name or an IP address (rank 0's host)", p.hostVar, clip(p.hostVal))
+		}
 		r = Rdzv{Scheme: "tcp", Host: p.host, Port: p.port}
 		if v, ok := l.get("MULTIRAIL_RDZV_PORT"); ok {
 			if r.Port, err = portValue("MULTIRAIL_RDZV_PORT", v, 0); err != nil {
@@ -189,18 +192,19 @@ func Detect(getenv func(string) (string, bool), host string) (Info, error) {
 	if r.Scheme != "" {
 		info.Rdzv = r.String()
 	}
-	if r.Scheme == "tcp" && info.Rank == 0 {
-		info.Serve = true
-		if v, ok := l.get("MULTIRAIL_RDZV_SERVE"); ok {
-			switch v {
-			case "0", "false", "False", "FALSE":
-				info.Serve = false
-			case "1", "true", "True", "TRUE":
-			default:
-				return Info{}, fmt.Errorf("launch: MULTIRAIL_RDZV_SERVE=%q: want 0 (an external server such as multirail run serves the rendezvous) or 1 (rank 0 serves it, the default)", clip(v))
-			}
+	// MULTIRAIL_RDZV_SERVE is checked on every rank, so that a bad value
+	// stops the whole job rather than rank 0 alone.
+	serve := true
+	if v, ok := l.get("MULTIRAIL_RDZV_SERVE"); ok {
+		switch v {
+		case "0", "false", "False", "FALSE":
+			serve = false
+		case "1", "true", "True", "TRUE":
+		default:
+			return Info{}, fmt.Errorf("launch: MULTIRAIL_RDZV_SERVE=%q: want 0 (an external server such as multirail run serves the rendezvous) or 1 (rank 0 serves it, the default)", clip(v))
 		}
 	}
+	info.Serve = serve && r.Scheme == "tcp" && info.Rank == 0
 	info.Sources = l.used
 	return info, nil
 }
@@ -216,9 +220,11 @@ type plan struct {
 	// when there is no job id.
 	oneHost bool
 	noJobID string
-	// host and port of a tcp rendezvous (when host != "").
-	host string
-	port int
+	// host and port of a tcp rendezvous (when host != ""); hostVar and
+	// hostVal name the variable the host came from, for errors.
+	host             string
+	port             int
+	hostVar, hostVal string
 }
 
 // lookup reads the environment and records what was used.
@@ -334,7 +340,7 @@ func tmpDir(l *lookup) (string, error) {
 	if !ok {
 		return "/tmp", nil
 	}
-	if !filepath.IsAbs(v) {
+	if !filepath.IsAbs(v) || strings.ContainsRune(v, 0) {
 		return "", fmt.Errorf("launch: TMPDIR=%q: want an absolute path (the one-host file:// rendezvous lives there), or unset it for /tmp", clip(v))
 	}
 	return filepath.Clean(v), nil

@@ -295,6 +295,10 @@ func TestDetectCases(t *testing.T) {
 			envCase{wantErr: `LOCAL_WORLD_SIZE="3": want an integer in [1, 2] (WORLD_SIZE=2)`}},
 		{"torchrun local rank >= local size", with(torch, "LOCAL_WORLD_SIZE", "1", "LOCAL_RANK", "1"), "h0",
 			envCase{wantErr: `LOCAL_RANK="1": want an integer in [0, 1) (LOCAL_WORLD_SIZE=1)`}},
+		{"torchrun blank MASTER_ADDR", with(torch, "MASTER_ADDR", " "), "h0",
+			envCase{wantErr: `MASTER_ADDR=" ": want a host name or an IP address`}},
+		{"torchrun bracketed MASTER_ADDR", with(torch, "MASTER_ADDR", "[::1]"), "h0",
+			envCase{wantErr: `MASTER_ADDR="[::1]": want a host name or an IP address`}},
 		{"torchrun port 0", with(torch, "MASTER_PORT", "0"), "h0",
 			envCase{wantErr: `MASTER_PORT="0": want a port in 1..65535`}},
 		{"torchrun port 70000", with(torch, "MASTER_PORT", "70000"), "h0",
@@ -444,7 +448,7 @@ func TestSourcesAndPurity(t *testing.T) {
 }
 
 func TestParseRdzv(t *testing.T) {
-	for _, s := range []string{"tcp://h:1", "tcp://10.0.0.1:65535", "tcp://[::1]:80", "file:///", "file:///a/b c"} {
+	for _, s := range []string{"tcp://h:1", "tcp://10.0.0.1:65535", "tcp://[::1]:80", "tcp://[fe80::1%eth0]:80", "file:///", "file:///a/b c"} {
 		r, err := ParseRdzv(s)
 		if err != nil {
 			t.Errorf("ParseRdzv(%q): %v", s, err)
@@ -458,7 +462,7 @@ func TestParseRdzv(t *testing.T) {
 		t.Errorf("Dir = %q, want /b", r.Dir)
 	}
 	for _, s := range []string{"", "tcp://h", "tcp://:1", "tcp://h:0", "tcp://h:65536", "tcp://h:1/x", "tcp://h:-1",
-		"file://", "file://host/x", "file://a", "unix:///x", "TCP://h:1", "tcp://h:1x"} {
+		"file://", "file://host/x", "tcp://[::%[]:1", "tcp://[::1%]:1", "tcp://a b:1", "file://a", "unix:///x", "TCP://h:1", "tcp://h:1x"} {
 		if _, err := ParseRdzv(s); err == nil {
 			t.Errorf("ParseRdzv(%q) accepted", s)
 		}
@@ -493,4 +497,53 @@ func TestSanitize(t *testing.T) {
 	if len(a) != 100 || a == b {
 		t.Errorf("long ids: %q %q", a, b)
 	}
+}
+
+// FuzzDetect feeds Detect environments of "K=V" lines (seeded with the
+// dumps under testdata/env): it never panics, its errors are one line, and
+// what it returns holds together.
+func FuzzDetect(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "env", "*.env"))
+	for _, path := range files {
+		b, err := os.ReadFile(path)
+		if err == nil {
+			f.Add(string(b), "vm")
+		}
+	}
+	f.Add("SLURM_PROCID=1\nSLURM_NTASKS=2\nSLURM_LOCALID=0\nSLURM_JOB_ID=1\nSLURM_STEP_ID=0\nSLURM_STEP_NODELIST=a[1-2]\nSLURM_STEP_TASKS_PER_NODE=1(x2)", "a2")
+	f.Fuzz(func(t *testing.T, text, host string) {
+		info, err := DetectEnv(strings.Split(text, "\n"), host)
+		if err != nil {
+			if strings.ContainsAny(err.Error(), "\n\r") || !strings.HasPrefix(err.Error(), "launch: ") {
+				t.Fatalf("error %q", err)
+			}
+			return
+		}
+		if info.Size < 1 || info.Rank < 0 || info.Rank >= info.Size {
+			t.Fatalf("rank %d size %d", info.Rank, info.Size)
+		}
+		if info.LocalSize != Unknown && (info.LocalSize < 1 || info.LocalSize > info.Size) {
+			t.Fatalf("local size %d of %d", info.LocalSize, info.Size)
+		}
+		limit := info.Size
+		if info.LocalSize != Unknown {
+			limit = info.LocalSize
+		}
+		if info.LocalRank != Unknown && (info.LocalRank < 0 || info.LocalRank >= limit) {
+			t.Fatalf("local rank %d of %d", info.LocalRank, limit)
+		}
+		if info.Rdzv == "" {
+			if info.Size != 1 || info.Serve {
+				t.Fatalf("no rendezvous: %+v", info)
+			}
+			return
+		}
+		r, err := ParseRdzv(info.Rdzv)
+		if err != nil || r.String() != info.Rdzv {
+			t.Fatalf("Rdzv %q: %v", info.Rdzv, err)
+		}
+		if info.Serve && (info.Rank != 0 || r.Scheme != "tcp") {
+			t.Fatalf("serve on %+v", info)
+		}
+	})
 }

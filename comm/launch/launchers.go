@@ -88,7 +88,7 @@ func detectTorchrun(l *lookup) (plan, error) {
 	}
 	return plan{
 		info: Info{Launcher: Torchrun, Rank: rank, Size: size, LocalRank: lrank, LocalSize: lsize, JobID: jobID},
-		host: addr, port: port,
+		host: addr, port: port, hostVar: "MASTER_ADDR", hostVal: addr,
 	}, nil
 }
 
@@ -116,7 +116,7 @@ func detectEnv(l *lookup) (plan, error) {
 	}
 	return plan{
 		info: Info{Launcher: Env, Rank: rank, Size: size, LocalRank: lrank, LocalSize: lsize},
-		host: addr, port: port,
+		host: addr, port: port, hostVar: "MASTER_ADDR", hostVal: addr,
 	}, nil
 }
 
@@ -317,7 +317,7 @@ func detectSlurm(l *lookup, host string) (plan, error) {
 		p.oneHost = true
 		return p, nil
 	}
-	p.host = nodes[0]
+	p.host, p.hostVar, p.hostVal = nodes[0], listVar, list
 	if v, ok := l.get("SLURM_STEP_RESV_PORTS"); ok {
 		first, _, _ := strings.Cut(v, ",")
 		first, _, _ = strings.Cut(first, "-")
@@ -372,7 +372,7 @@ func detectK8s(l *lookup, host string) (plan, error) {
 	i := strings.LastIndexByte(short, '-')
 	var job string
 	if i > 0 {
-		if n, ok := smallUint(short[i+1:]); ok && n == rank {
+		if n, ok := smallUint(short[i+1:]); ok && n == rank && validHost(short[:i]) {
 			job = short[:i]
 		}
 	}
@@ -385,14 +385,14 @@ func detectK8s(l *lookup, host string) (plan, error) {
 	svc, ok := l.get("MULTIRAIL_K8S_SERVICE")
 	if !ok {
 		p.needRdzv = fmt.Sprintf("launch: Kubernetes Indexed Job %q, but MULTIRAIL_K8S_SERVICE is not set: "+
-			"set it to the headless Service named as the pod template's subdomain, so that rank 0 is %s-0.<service> "+
-			"(or set MULTIRAIL_RDZV=tcp://<host of rank 0>:<port>)", job, job)
+			"set it to the headless Service named as the pod template's subdomain, so that rank 0 is %q.<service> "+
+			"(or set MULTIRAIL_RDZV=tcp://<host of rank 0>:<port>)", job, job+"-0")
 		return p, nil
 	}
 	if !dnsName(svc) {
 		return plan{}, fmt.Errorf("launch: MULTIRAIL_K8S_SERVICE=%q: want a DNS name (lower-case letters, digits, '-', '.')", clip(svc))
 	}
-	p.host = job + "-0." + svc
+	p.host, p.hostVar, p.hostVal = job+"-0."+svc, "MULTIRAIL_K8S_SERVICE", svc
 	p.port = DefaultPort
 	return p, nil
 }

@@ -3,6 +3,7 @@ package launch
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -34,7 +35,7 @@ func ParseRdzv(s string) (Rdzv, error) {
 	const want = `want tcp://host:port or file:///absolute/dir`
 	if rest, ok := strings.CutPrefix(s, "tcp://"); ok {
 		host, portS, err := net.SplitHostPort(rest)
-		if err != nil || host == "" || strings.ContainsAny(host, "/?#@ \t") {
+		if err != nil || !validHost(host) {
 			return Rdzv{}, fmt.Errorf("%q: bad host:port after tcp:// (%s)", clip(s), want)
 		}
 		port, ok := smallUint(portS)
@@ -50,4 +51,42 @@ func ParseRdzv(s string) (Rdzv, error) {
 		return Rdzv{Scheme: "file", Dir: filepath.Clean(rest)}, nil
 	}
 	return Rdzv{}, fmt.Errorf("%q: unknown scheme (%s)", clip(s), want)
+}
+
+// validHost reports whether h can be a rendezvous host: a host name or an
+// IP address (IPv6 without brackets, zone allowed). Nothing else has to
+// resolve here; that is the dialler's job.
+func validHost(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	if strings.Contains(h, ":") {
+		if _, zone, ok := strings.Cut(h, "%"); ok && !nameChars(zone) {
+			return false
+		}
+		_, err := netip.ParseAddr(h)
+		return err == nil
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte("/?#@[]%\\", c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// nameChars reports whether s is non-empty and only letters, digits, '-',
+// '_' and '.' (an interface name as an IPv6 zone).
+func nameChars(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }

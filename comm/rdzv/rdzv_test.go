@@ -252,7 +252,7 @@ func TestRdzvWrongToken(t *testing.T) {
 	ts.Close()
 	var ie *IncompleteError
 	if err := ts.serveResult(t); !errors.As(err, &ie) || !errors.Is(err, ErrServerClosed) || len(ie.Refusals) != 2 ||
-		!strings.Contains(err.Error(), "authentication failed") || !strings.Contains(err.Error(), "rank(s) 0-1 of 2 never registered") {
+		!strings.Contains(err.Error(), "authentication failed") || !strings.Contains(err.Error(), "rank(s) 0-1 of 2 never registered;") {
 		t.Fatalf("Serve: %v", err)
 	}
 }
@@ -404,7 +404,8 @@ func TestRdzvDuplicateRank(t *testing.T) {
 	stale := rawRegister(t, ts.url, "", Card{JobID: "j", Rank: 0, Size: 3, Data: cardData(0)})
 	defer stale.Close()
 	waitFor(t, "rank 0", func() bool { return slices.Equal(ts.Missing(), []int{2}) })
-	rest := runRanks(ctx, ts.url, "", "j", 3, []int{0, 2}, nil, nil)
+	gate := make(chan struct{})
+	rest := runRanks(ctx, ts.url, "", "j", 3, []int{0, 2}, map[int]bool{2: true}, gate)
 	stale.SetReadDeadline(time.Now().Add(10 * time.Second))
 	for {
 		typ, _, err := readFrame(stale, maxStatusLen)
@@ -418,6 +419,7 @@ func TestRdzvDuplicateRank(t *testing.T) {
 			t.Fatalf("replaced connection got frame type %d", typ)
 		}
 	}
+	close(gate)
 	for range 2 {
 		if res := <-rest; res.err != nil || !sameTable(res.table, wantTable(3)) {
 			t.Fatalf("rank %d: %v", res.rank, res.err)
@@ -478,7 +480,9 @@ func TestRdzvMissingRanksNamed(t *testing.T) {
 	waitFor(t, "the server to forget", func() bool { return len(ts.Missing()) == 4 })
 	srvCancel()
 	var ie *IncompleteError
-	if err := ts.serveResult(t); !errors.As(err, &ie) || !errors.Is(err, context.Canceled) || ie.Connections != 2 || ie.Complete {
+	if err := ts.serveResult(t); !errors.As(err, &ie) || !errors.Is(err, context.Canceled) || ie.Connections != 2 || ie.Complete ||
+		!slices.Equal(ie.Missing, []int{1, 3}) || !slices.Equal(ie.Left, []int{0, 2}) ||
+		!strings.Contains(err.Error(), `rendezvous of job "m": rank(s) 1, 3 of 4 never registered, rank(s) 0, 2 registered but left: context canceled`) {
 		t.Fatalf("Serve: %v", err)
 	}
 }

@@ -80,6 +80,7 @@ type Server struct {
 	serving     bool
 	members     []*member // before completion: the registered ranks
 	registered  int
+	seen        []bool   // ranks that registered at some time
 	jobID       string   // cfg.JobID, or the registered cards' job id
 	table       [][]byte // set when complete
 	tableBody   []byte   // encoded table, without MAC
@@ -165,6 +166,7 @@ func NewServer(ln net.Listener, cfg ServerConfig) (*Server, error) {
 		sem:      make(chan struct{}, cfg.MaxPending),
 		members:  make([]*member, cfg.Size),
 		acked:    make([]bool, cfg.Size),
+		seen:     make([]bool, cfg.Size),
 		jobID:    cfg.JobID,
 		gen:      make(chan struct{}),
 		conns:    make(map[*sconn]struct{}),
@@ -177,10 +179,13 @@ type IncompleteError struct {
 	JobID string
 	Size  int
 	// Complete reports whether every rank had registered (the table was
-	// sent); Missing then lists the ranks that did not confirm it, and
-	// otherwise the ranks not registered.
+	// sent); Missing then lists the ranks that did not confirm it.
+	// Otherwise Missing lists the ranks that never registered, and Left
+	// those that registered but whose connection broke, and did not come
+	// back, before the table was complete.
 	Complete bool
 	Missing  []int
+	Left     []int
 	// Connections counts the connections accepted; 0 means no rank ever
 	// came (a program that does not use the rendezvous).
 	Connections int
@@ -199,10 +204,16 @@ func (e *IncompleteError) Error() string {
 		fmt.Fprintf(&b, " of job %q", e.JobID)
 	}
 	miss := formatRanges(rangesOf(e.Missing), len(e.Missing))
-	if e.Complete {
+	switch {
+	case e.Complete:
 		fmt.Fprintf(&b, ": rank(s) %s of %d did not confirm the table", miss, e.Size)
-	} else {
-		fmt.Fprintf(&b, ": rank(s) %s of %d never registered (%d of %d did)", miss, e.Size, e.Size-len(e.Missing), e.Size)
+	case len(e.Missing) > 0:
+		fmt.Fprintf(&b, ": rank(s) %s of %d never registered", miss, e.Size)
+		if len(e.Left) > 0 {
+			fmt.Fprintf(&b, ", rank(s) %s registered but left", formatRanges(rangesOf(e.Left), len(e.Left)))
+		}
+	default:
+		fmt.Fprintf(&b, ": rank(s) %s of %d registered but left before the table was complete", formatRanges(rangesOf(e.Left), len(e.Left)), e.Size)
 	}
 	if n := len(e.Refusals); n > 0 {
 		fmt.Fprintf(&b, "; %d refused, last: %s", n, e.Refusals[n-1])
@@ -272,6 +283,11 @@ func (s *Server) Serve(ctx context.Context) error {
 		cause = ErrServerClosed
 	case err := <-acceptErr:
 		cause = fmt.Errorf("rdzv: accept on %s: %w", s.addr, err)
+		select {
+		case <-s.closeCh: // Close closed the listener
+			cause = ErrServerClosed
+		default:
+		}
 	}
 	close(s.quit)
 	s.ln.Close()
@@ -287,10 +303,18 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &IncompleteError{
-		JobID: s.jobID, Size: s.cfg.Size, Complete: s.table != nil, Missing: s.missingLocked(),
+	e := &IncompleteError{
+		JobID: s.jobID, Size: s.cfg.Size, Complete: s.table != nil,
 		Connections: s.connections, Refusals: slices.Clone(s.refusals), Err: cause,
 	}
+	for _, r := range s.missingLocked() {
+		if !e.Complete && s.seen[r] {
+			e.Left = append(e.Left, r)
+		} else {
+			e.Missing = append(e.Missing, r)
+		}
+	}
+	return e
 }
 
 func (s *Server) acceptLoop(errc chan<- error) {
@@ -505,6 +529,7 @@ func (s *Server) register(sc *sconn, card Card) (refusal string, done bool) {
 	}
 	s.members[r] = &member{data: bytes.Clone(card.Data), job: card.JobID, conn: sc}
 	s.registered++
+	s.seen[r] = true
 	s.jobID = card.JobID
 	s.changed = true
 	s.log.Debug("rdzv: rank registered", "rank", r, "from", sc.addr, "registered", s.registered, "size", s.cfg.Size)

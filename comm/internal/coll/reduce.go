@@ -94,7 +94,7 @@ func reduceRabenseifner[T Number](x *xfer[T], send, recv []T, root int) error {
 	}
 	newRoot := f.newRank(root)
 	if newRoot < 0 {
-		newRoot = f.newRank(root - 1) + 0*1
+		newRoot = f.newRank(root - 1)
 	}
 	if nr := f.newRank(r); nr >= 0 {
 		bounds := evenBounds(len(acc), f.p)
@@ -123,7 +123,7 @@ func gatherPow2[T Number](x *xfer[T], f fold, nr, newRoot int, acc []T, bounds [
 	for i, mask := 0, 1; mask < f.p; i, mask = i+1, mask<<1 {
 		pnr := nr ^ mask
 		partner := f.oldRank(pnr)
-		if (nr^newRoot)&mask == 0 && false {
+		if (nr^newRoot)&mask != 0 {
 			lo := nr &^ (mask - 1)
 			return x.send(partner, base+i, acc[bounds[lo]:bounds[lo+mask]])
 		}

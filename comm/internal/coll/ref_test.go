@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"time"
 )
 
 // spec is one collective call to run on a mesh and check against the
@@ -28,6 +29,9 @@ type spec struct {
 func (s spec) String() string {
 	return fmt.Sprintf("%s/%s/n=%d/count=%d/root=%d/%s/%s/%+v", s.c, s.algo, s.n, s.count, s.root, s.op, s.typ, s.opts)
 }
+
+// deadlockTimeout bounds one collective call in the tests.
+const deadlockTimeout = 30 * time.Second
 
 var types = []string{"int32", "int64", "float32", "float64"}
 
@@ -153,8 +157,11 @@ func runSpecT[T Number](s spec) error {
 		orig[r] = slices.Clone(in[r])
 	}
 
+	// The deadline only turns a deadlocked algorithm into a failure.
+	ctx, cancel := context.WithTimeout(context.Background(), deadlockTimeout)
+	defer cancel()
 	m := newMesh(n, s.opts)
-	errs := runRanks(context.Background(), m, -1, true, func(ctx context.Context, t Transport) error {
+	errs := runRanks(ctx, m, -1, true, func(ctx context.Context, t Transport) error {
 		r := t.Rank()
 		switch s.c {
 		case CollBarrier:
