@@ -114,9 +114,9 @@ func DetectEnv(env []string, host string) (Info, error) {
 //
 //	MULTIRAIL_RANK          multirail run, or by hand
 //	TORCHELASTIC_RUN_ID     torchrun
-//	RANK, WORLD_SIZE and MASTER_ADDR   plain env://
+//	RANK+WORLD_SIZE+MASTER_ADDR  plain env://
 //	OMPI_COMM_WORLD_RANK    Open MPI
-//	PMI_RANK                MPICH/Hydra (unless it is Slurm's own PMI: see below)
+//	PMI_RANK                MPICH/Hydra, unless Slurm set it (PMI_JOBID=<job>.<step>)
 //	SLURM_PROCID            Slurm srun
 //	JOB_COMPLETION_INDEX    Kubernetes Indexed Job
 //

@@ -1,0 +1,98 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/multirail/multirail"
+)
+
+func TestSplit(t *testing.T) {
+	cs := local(t, 5, Config{})
+	each(t, cs, func(ctx context.Context, c *Comm) error {
+		color := c.Rank() % 2
+		if c.Rank() == 4 {
+			color = Undefined
+		}
+		sub, err := c.Split(ctx, color, -c.Rank()) // reverse order by key
+		if err != nil {
+			return err
+		}
+		if c.Rank() == 4 {
+			if sub != nil {
+				return fmt.Errorf("Undefined got a communicator")
+			}
+			return c.Barrier(ctx)
+		}
+		defer sub.Close()
+		// Evens {0, 2} and odds {1, 3}, ranked by descending world rank.
+		if sub.Size() != 2 || sub.Rank() != 1-c.Rank()/2 {
+			return fmt.Errorf("rank %d: sub rank %d of %d", c.Rank(), sub.Rank(), sub.Size())
+		}
+		x := []int64{int64(c.Rank())}
+		if err := Allreduce(ctx, sub, x, Sum); err != nil {
+			return err
+		}
+		if want := int64(2*color + 2); x[0] != want {
+			return fmt.Errorf("sub allreduce %d, want %d", x[0], want)
+		}
+		// Point-to-point on the sub communicator does not mix with the world's.
+		peer := 1 - sub.Rank()
+		if err := c.Send(ctx, sub.WorldRank(peer), 1, []byte("world")); err != nil {
+			return err
+		}
+		if err := sub.Send(ctx, peer, 1, []byte("sub")); err != nil {
+			return err
+		}
+		m, err := sub.Recv(ctx, peer, 1)
+		if err != nil || string(m.Data) != "sub" {
+			return fmt.Errorf("sub recv %q %v", m.Data, err)
+		}
+		m, err = c.Recv(ctx, sub.WorldRank(peer), 1)
+		if err != nil || string(m.Data) != "world" {
+			return fmt.Errorf("world recv %q %v", m.Data, err)
+		}
+		return c.Barrier(ctx)
+	})
+}
+
+// TestLossTolerantOption: the loss-tolerant ring as an option of
+// Allreduce, over stage connections that share the peer connections with
+// everything else: with nothing discarded (StageConfig.Reliable) it
+// equals the exact mean. (Discarding and its bias are tested on the Ring
+// itself, ring_test.go.)
+func TestLossTolerantOption(t *testing.T) {
+	cs := local(t, 3, Config{Stage: multirail.StageConfig{Reliable: true}})
+	each(t, cs, func(ctx context.Context, c *Comm) error {
+		for call := range 3 {
+			x := make([]float32, 5000)
+			want := make([]float32, len(x))
+			for i := range x {
+				x[i] = float32(c.Rank()*i%13 + call)
+				for r := range c.Size() {
+					want[i] += float32(r*i%13 + call)
+				}
+				want[i] /= float32(c.Size())
+			}
+			if err := Allreduce(ctx, c, x, Mean, LossTolerant(RingConfig{PacketFloats: 256})); err != nil {
+				return err
+			}
+			for i := range x {
+				if math.Abs(float64(x[i]-want[i])) > 1e-4 {
+					return fmt.Errorf("call %d: x[%d] = %v, want %v", call, i, x[i], want[i])
+				}
+			}
+			if err := c.ReportQuality(ctx, 1); err != nil {
+				return err
+			}
+			// Ordinary traffic between the loss-tolerant calls.
+			y := []int32{1}
+			if err := Allreduce(ctx, c, y, Sum); err != nil || y[0] != int32(c.Size()) {
+				return fmt.Errorf("allreduce between: %v %v", y, err)
+			}
+		}
+		return nil
+	})
+}
