@@ -212,8 +212,13 @@ func (c *Comm) collective(ctx context.Context, cl Collective, dtype uint8, elem 
 	return c.failColl(call, err)
 }
 
-// chooseBytes is the message size Thresholds measure for collective cl.
+// chooseBytes is the message size Thresholds measure for collective cl
+// (see coll.Choose): the count in the header times the element size, but
+// for Alltoall the block sent to each rank.
 func chooseBytes(cl Collective, count, elem, size int) int {
+	if cl == CollAlltoall && size > 0 {
+		return count / size * elem
+	}
 	return count * elem
 }
 

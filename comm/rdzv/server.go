@@ -480,7 +480,8 @@ func (s *Server) handshake(sc *sconn) (Card, []byte, bool) {
 	}
 	cb, sum, err := splitMAC(body)
 	if err == nil && !hmac.Equal(sum, mac(s.token, labelCard, nonces, cb)) {
-		err = errors.New("card MAC mismatch")
+		s.refuse(sc, codeRefused, fmt.Sprintf("card from %s refused: its MAC does not match (altered on the way?)", sc.addr))
+		return Card{}, nil, false
 	}
 	var card Card
 	if err == nil {

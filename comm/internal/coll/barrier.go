@@ -31,7 +31,7 @@ func checkLen(c Collective, name string, got, want int) error {
 
 // Barrier returns once every rank has entered it.
 func Barrier(ctx context.Context, t Transport, algo Algo) error {
-	a, err := resolve(CollBarrier, algo, t.Size(), 0)
+	a, err := resolve(ctx, CollBarrier, algo, t.Size(), 0)
 	if err != nil {
 		return err
 	}

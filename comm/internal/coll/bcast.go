@@ -9,7 +9,7 @@ func Bcast[T Number](ctx context.Context, t Transport, buf []T, root int, algo A
 	if err := checkRoot(CollBcast, root, n); err != nil {
 		return err
 	}
-	a, err := resolve(CollBcast, algo, n, len(buf)*elemSize[T]())
+	a, err := resolve(ctx, CollBcast, algo, n, len(buf)*elemSize[T]())
 	if err != nil {
 		return err
 	}

@@ -54,7 +54,7 @@ func TestBitIdentical(t *testing.T) {
 			for _, typ := range []string{"float32", "float64"} {
 				for op := range numOps {
 					for n := 1; n <= 17; n++ {
-						for _, count := range []int{1, n - 1, 3*n + 2, 1000} {
+						for _, count := range []int{1, n - 1, 3*n + 2, 200} {
 							var err error
 							if typ == "float32" {
 								err = checkBitIdentical[float32](n, count, op, algo)

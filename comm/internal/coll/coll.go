@@ -194,8 +194,13 @@ func Algorithms(c Collective) []Algo {
 }
 
 // resolve returns the algorithm to run for c: algo itself if c offers it,
-// Choose's pick with the default thresholds for Auto.
-func resolve(c Collective, algo Algo, size, bytes int) (Algo, error) {
+// Choose's pick with the default thresholds for Auto. It fails if ctx is
+// already done, so that a call under a done context starts no
+// communication.
+func resolve(ctx context.Context, c Collective, algo Algo, size, bytes int) (Algo, error) {
+	if err := ctx.Err(); err != nil {
+		return algo, fmt.Errorf("coll: %s %s: %w", c, algo, err)
+	}
 	if algo == Auto {
 		return Choose(c, size, bytes, Thresholds{}), nil
 	}

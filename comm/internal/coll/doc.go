@@ -20,9 +20,10 @@
 // returns only when every Send and Recv it started has returned. The first
 // error of a call (of the transport, or ctx's) cancels its other
 // operations and is returned wrapped as "coll: <collective> <algorithm>:
-// ...", so errors.Is finds the transport's or ctx's error. A rank whose
-// peer fails or never calls blocks until its context ends: aborting the
-// other ranks is the communicator's job.
+// ...", so errors.Is finds the transport's or ctx's error. A call under a
+// context that is already done returns its error without communicating. A
+// rank whose peer fails or never calls blocks until its context ends:
+// aborting the other ranks is the communicator's job.
 //
 // Every rank must pass the same algorithm, root, op, and lengths (Auto
 // resolves identically everywhere because Choose sees the same sizes).

@@ -22,7 +22,7 @@ func Allgather[T Number](ctx context.Context, t Transport, send, recv []T, algo 
 	if err := checkLen(CollAllgather, "recv", len(recv), n*k); err != nil {
 		return err
 	}
-	a, err := resolve(CollAllgather, algo, n, k*elemSize[T]())
+	a, err := resolve(ctx, CollAllgather, algo, n, k*elemSize[T]())
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func Gather[T Number](ctx context.Context, t Transport, send, recv []T, root int
 			return err
 		}
 	}
-	a, err := resolve(CollGather, algo, n, k*elemSize[T]())
+	a, err := resolve(ctx, CollGather, algo, n, k*elemSize[T]())
 	if err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func Scatter[T Number](ctx context.Context, t Transport, send, recv []T, root in
 			return err
 		}
 	}
-	a, err := resolve(CollScatter, algo, n, k*elemSize[T]())
+	a, err := resolve(ctx, CollScatter, algo, n, k*elemSize[T]())
 	if err != nil {
 		return err
 	}
@@ -258,7 +258,7 @@ func Alltoall[T Number](ctx context.Context, t Transport, send, recv []T, algo A
 		return err
 	}
 	k := len(send) / n
-	a, err := resolve(CollAlltoall, algo, n, k*elemSize[T]())
+	a, err := resolve(ctx, CollAlltoall, algo, n, k*elemSize[T]())
 	if err != nil {
 		return err
 	}

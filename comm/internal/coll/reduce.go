@@ -31,7 +31,7 @@ func Reduce[T Number](ctx context.Context, t Transport, send, recv []T, op Op, r
 			return err
 		}
 	}
-	a, err := resolve(CollReduce, algo, n, len(send)*elemSize[T]())
+	a, err := resolve(ctx, CollReduce, algo, n, len(send)*elemSize[T]())
 	if err != nil {
 		return err
 	}
@@ -141,7 +141,7 @@ func Allreduce[T Number](ctx context.Context, t Transport, buf []T, op Op, algo 
 	if err := checkOp(CollAllreduce, op); err != nil {
 		return err
 	}
-	a, err := resolve(CollAllreduce, algo, t.Size(), len(buf)*elemSize[T]())
+	a, err := resolve(ctx, CollAllreduce, algo, t.Size(), len(buf)*elemSize[T]())
 	if err != nil {
 		return err
 	}
@@ -213,7 +213,7 @@ func ReduceScatter[T Number](ctx context.Context, t Transport, send, recv []T, o
 	if err := checkLen(CollReduceScatter, "recv", len(recv), bounds[r+1]-bounds[r]); err != nil {
 		return err
 	}
-	a, err := resolve(CollReduceScatter, algo, n, len(send)*elemSize[T]())
+	a, err := resolve(ctx, CollReduceScatter, algo, n, len(send)*elemSize[T]())
 	if err != nil {
 		return err
 	}
