@@ -223,11 +223,12 @@ type Conn struct {
 	railFreed   uint64        // counts the reader goroutine leaving the rail to Recv
 	peerGone    bool          // GOAWAY received
 
-	closeOnce sync.Once
-	closed    chan struct{}
-	errMu     sync.Mutex
-	err       error
-	wg        sync.WaitGroup
+	closeOnce    sync.Once
+	closed       chan struct{}
+	shuttingDown atomic.Bool // set first thing by shutdown
+	errMu        sync.Mutex
+	err          error
+	wg           sync.WaitGroup
 }
 
 // railInit is what the handshake hands to newConn for one rail.
@@ -817,6 +818,7 @@ func (c *Conn) Close() error {
 // writer send GOAWAY first (bounded wait).
 func (c *Conn) shutdown(err error, goAway bool) {
 	c.closeOnce.Do(func() {
+		c.shuttingDown.Store(true)
 		c.errMu.Lock()
 		c.err = err
 		c.errMu.Unlock()
@@ -1022,6 +1024,12 @@ func (c *Conn) peerClosed() {
 	c.peerGone = true
 	c.notifyRecvLocked()
 	c.rmu.Unlock()
+	if c.shuttingDown.Load() {
+		// This side is closing too and waits for this reader: shutting
+		// down again would wait for the first shutdown, which waits for
+		// us (until closeLinger), when both sides close at once.
+		return
+	}
 	c.shutdown(ErrPeerClosed, false)
 }
 

@@ -88,3 +88,21 @@ func TestSendRecvSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseBothAtOnce: both ends closing at the same moment (every rank
+// at the end of a job) do not wait for each other until closeLinger runs
+// out: the reader that sees the peer's GOAWAY while its own side is
+// shutting down must not start a second shutdown that waits for the first.
+func TestCloseBothAtOnce(t *testing.T) {
+	for range 5 {
+		a, b := pair(t, 2, Config{})
+		start := time.Now()
+		var wg sync.WaitGroup
+		wg.Go(func() { a.Close() })
+		wg.Go(func() { b.Close() })
+		wg.Wait()
+		if d := time.Since(start); d >= closeLinger {
+			t.Fatalf("closing both ends at once took %v, as long as the linger (%v): they waited for each other", d, closeLinger)
+		}
+	}
+}

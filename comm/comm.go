@@ -495,7 +495,11 @@ func (w *world) peerDone(p *peer, err error) {
 		s.Fail(p.err)
 	}
 	if !closing {
-		w.log.Warn("comm: connection to a peer ended", "rank", w.rank, "peer", p.rank, "host", p.host, "err", err)
+		level := slog.LevelWarn
+		if errors.Is(err, io.EOF) || errors.Is(err, multirail.ErrPeerClosed) || err == nil {
+			level = slog.LevelDebug // the peer closed its end: the normal end of a job
+		}
+		w.log.Log(context.Background(), level, "comm: connection to a peer ended", "peer", p.rank, "host", p.host, "err", p.err)
 		go func() { _ = p.conn.Close() }()
 	}
 }

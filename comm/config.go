@@ -14,6 +14,12 @@ const (
 	DefaultTimeout       = 60 * time.Second
 	DefaultMaxUnmatched  = 64 << 20
 	DefaultLoopbackRails = 1
+	// DefaultRailTimeout is the transport's RailTimeout in a
+	// communicator unless Config.Transport sets one: longer than the
+	// transport's own default (500 ms) because N ranks sharing a few
+	// cores (and user-space emulated rails) can leave a rank unscheduled
+	// for that long, and a rail taken down for it loses what it learned.
+	DefaultRailTimeout = 2 * time.Second
 )
 
 // Config configures a communicator. The zero value of every field means
@@ -22,7 +28,8 @@ const (
 type Config struct {
 	// Transport is the template of every peer connection: scheduler,
 	// segment size, token, timeouts (see multirail.Config). Rails and
-	// DialRail are set by the communicator. An empty Token means the
+	// DialRail are set by the communicator; a zero RailTimeout means
+	// DefaultRailTimeout (2 s). An empty Token means the
 	// MULTIRAIL_TOKEN environment variable; the rendezvous uses the same
 	// token.
 	Transport multirail.Config

@@ -141,7 +141,7 @@ func Start(ctx context.Context, info launch.Info, cfg Config) (*Comm, error) {
 	bctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
 	b := &boot{info: info, cfg: c, log: c.Logger.With("rank", info.Rank)}
-	w, err := b.run(bctx)
+	world, err := b.run(bctx)
 	if err != nil {
 		b.cleanup()
 		if ctx.Err() == nil && bctx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -149,7 +149,7 @@ func Start(ctx context.Context, info launch.Info, cfg Config) (*Comm, error) {
 		}
 		return nil, fmt.Errorf("%w: rank %d: %w", ErrBootstrap, info.Rank, err)
 	}
-	return w.newComm(worldID, identity(info.Size)), nil
+	return world, nil
 }
 
 func identity(n int) []int {
@@ -188,11 +188,16 @@ func (b *boot) cleanup() {
 	}
 }
 
-func (b *boot) run(ctx context.Context) (*world, error) {
+// run builds the world and returns its communicator, whose first
+// collective call (the barrier that ends the start) is behind it.
+func (b *boot) run(ctx context.Context) (*Comm, error) {
 	info, cfg := b.info, b.cfg
 	tcfg := cfg.Transport
 	tcfg.Rails, tcfg.DialRail = nil, nil
 	tcfg.Logger = cfg.Logger
+	if tcfg.RailTimeout == 0 {
+		tcfg.RailTimeout = DefaultRailTimeout
+	}
 	var err error
 	if b.ln, err = multirail.Listen(":0", tcfg); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
@@ -237,7 +242,7 @@ func (b *boot) run(ctx context.Context) (*world, error) {
 	}
 	raw, err := rdzv.Exchange(ctx, info.Rdzv, token, rdzv.Card{JobID: info.JobID, Rank: info.Rank, Size: info.Size, Data: data})
 	if err != nil {
-		return nil, fmt.Errorf("rendezvous at %s: %w", info.Rdzv, err)
+		return nil, err // rdzv's errors name the rendezvous
 	}
 	cards := make([]card, info.Size)
 	for r, d := range raw {
@@ -255,11 +260,31 @@ func (b *boot) run(ctx context.Context) (*world, error) {
 	if err := b.connect(ctx, w, tcfg, cards, skippedHere); err != nil {
 		return nil, err
 	}
-	_ = b.ln.Close()
-	b.ln = nil
-	w.closers = b.closers
-	b.closers, b.conns = nil, nil
+	// The listener stays open: the transport's rails rejoin through it
+	// after a failure. A connection of an unknown session is refused.
+	ln := b.ln
+	w.closers = append([]io.Closer{ln}, b.closers...)
+	b.ln, b.closers, b.conns = nil, nil, nil
 	w.start()
+	w.wg.Go(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-w.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		for {
+			c, err := ln.Accept(ctx)
+			if err != nil {
+				return
+			}
+			w.log.Warn("comm: refusing a connection after the start", "rails", len(c.Stats().Rails))
+			_ = c.Close()
+		}
+	})
 	c := w.newComm(worldID, identity(info.Size))
 	if err := c.Barrier(ctx); err != nil {
 		_ = w.close()
@@ -269,7 +294,7 @@ func (b *boot) run(ctx context.Context) (*world, error) {
 		<-b.srvDone
 		b.srvDone = nil
 	}
-	return w, nil
+	return c, nil
 }
 
 // serve runs the rendezvous server of rank 0 until every rank has its

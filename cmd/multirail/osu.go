@@ -104,6 +104,7 @@ func (t *osuTest) algBytes(size, n int) float64 {
 const (
 	osuMinSize     = 1
 	osuMaxSize     = 64 << 20
+	osuMaxBWSize   = 16 << 20  // bw, bibw: 64 of them in flight
 	osuWindow      = 64        // messages in flight per bw/bibw iteration (OSU's window)
 	osuBWBudget    = 128 << 20 // bytes one large bw point aims to move (iterations x window x size)
 	osuSmall       = 8 << 10   // OSU's large-message threshold: above it, fewer iterations
@@ -248,6 +249,9 @@ func (f *osuFlags) plan(args []string, sizesSet bool) (osuPlan, error) {
 		}
 	default:
 		p.sizes = sizes
+		if t.kind != osuLatency && sizes[len(sizes)-1] > osuMaxBWSize {
+			return p, usagef("--sizes %q: %d bytes is too large for osu %s, which has 64 messages in flight: allowed up to %d (16 MiB)", spec, sizes[len(sizes)-1], t.name, osuMaxBWSize)
+		}
 	}
 	if f.iters < 0 || f.iters > osuMaxIters {
 		return p, usagef("--iters %d is out of range: allowed 1..%d, or 0 for the defaults by size", f.iters, osuMaxIters)
@@ -333,7 +337,8 @@ Iterations (--iters/--warmup 0): latency and collectives 1000/100 up to 8 KiB,
 100/10 below 1 MiB, 20/2 from 1 MiB. bw and bibw: 100/10 windows up to 8 KiB,
 then enough windows to move about 128 MiB (3..20, plus a tenth to warm up, at
 least 1): a 4 MiB bw point moves 3+1 windows of 64 x 4 MiB = 1 GiB, about 25 s
-at 350 Mbit/s; the default sizes (1:1MiB) take about half a minute there.
+at 350 Mbit/s; the default sizes take under a minute there (bw 1:1MiB on
+2 ranks, allreduce 4:1MiB on 4 ranks: about 45 s each).
 
 --validate gives integer-valued inputs whose results are exact and checks every
 result against its closed form (allreduce: element i = n(n+1)/2 x (i%7+1)
@@ -368,7 +373,7 @@ bad input.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.sizes, "sizes", "", "message sizes: comma-separated sizes ("+sizeForm+") or MIN:MAX ranges (MIN, 2 MIN, 4 MIN, ... <= MAX), 1B..64MiB (default "+osuDefaultP2P+" for latency, bw, bibw; "+osuDefaultColl+" for collectives)")
+	fl.StringVar(&f.sizes, "sizes", "", "message sizes: comma-separated sizes ("+sizeForm+") or MIN:MAX ranges (MIN, 2 MIN, 4 MIN, ... <= MAX), 1B..64MiB (bw, bibw: 16MiB; barrier: none) (default "+osuDefaultP2P+" for latency, bw, bibw; "+osuDefaultColl+" for collectives)")
 	fl.IntVar(&f.iters, "iters", 0, "timed iterations per size (0 = by size, see above)")
 	fl.IntVar(&f.warmup, "warmup", 0, "untimed warm-up iterations per size (0 = by size, see above)")
 	fl.StringVar(&f.sched, "sched", "", "scheduler of every connection: "+strings.Join(sched.Names(), ", ")+" (default MULTIRAIL_SCHED, else the transport's default)")
@@ -442,9 +447,6 @@ func runOSU(ctx context.Context, g *globals, p osuPlan) error {
 // communicator; rank 0 writes the report to stdout and the rail summary to
 // stderr. It sets finished when the measurements are over.
 func osuBench(ctx context.Context, c *comm.Comm, p osuPlan, stdout, stderr io.Writer, finished *atomic.Bool) error {
-	if err := osuSync(ctx, c); err != nil {
-		return fmt.Errorf("osu %s: first synchronisation: %w", p.test.name, err)
-	}
 	var err error
 	t := p.test
 	n := c.Size()
@@ -520,50 +522,24 @@ func osuBench(ctx context.Context, c *comm.Comm, p osuPlan, stdout, stderr io.Wr
 	return nil
 }
 
-// osuTagSync is the tag of osuSync's messages.
-const osuTagSync = 4
-
-// osuSync is a barrier of point-to-point messages through rank 0, run once
-// after Init before any collective. Once it returns on a rank, every rank
-// has returned from Init, and so finished the bootstrap's own barrier.
-// Without it the first collective here can meet that barrier's steps:
-// comm.Start hands out a new Comm whose collective numbering starts again
-// at 1, the number the bootstrap's barrier used (comm/init.go), and a rank
-// still in that barrier takes a faster rank's first collective for it
-// (a mismatch error, or a hang when its steps are dropped as duplicates).
-func osuSync(ctx context.Context, c *comm.Comm) error {
-	n := c.Size()
-	if c.Rank() != 0 {
-		if err := c.Send(ctx, 0, osuTagSync, nil); err != nil {
-			return err
-		}
-		_, err := c.Recv(ctx, 0, osuTagSync)
-		return err
-	}
-	for r := 1; r < n; r++ {
-		if _, err := c.Recv(ctx, r, osuTagSync); err != nil {
-			return err
-		}
-	}
-	for r := 1; r < n; r++ {
-		if err := c.Send(ctx, r, osuTagSync, nil); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// quietEndHandler drops the communicator's warning that a peer's
-// connection ended once the benchmark is over (finished): the ranks then
-// close in any order, and the ones closing last would otherwise warn about
-// each that closed first.
+// quietEndHandler drops the warnings that a peer's connection or rail
+// ended once the benchmark is over (finished): the ranks then close in any
+// order, and the ones closing last would otherwise warn about each that
+// closed first. (A failure of the final barrier is still an error.)
 type quietEndHandler struct {
 	slog.Handler
 	finished *atomic.Bool
 }
 
+// closingNoise are the messages quietEndHandler drops.
+var closingNoise = []string{
+	"comm: connection to a peer ended",                // comm/comm.go
+	"rail down; resending its segments on the others", // conn.go: a reset as the peer closes
+	"rail down; no rail left",
+}
+
 func (h quietEndHandler) Handle(ctx context.Context, r slog.Record) error {
-	if h.finished.Load() && r.Message == "comm: connection to a peer ended" {
+	if h.finished.Load() && slices.Contains(closingNoise, r.Message) {
 		return nil
 	}
 	return h.Handler.Handle(ctx, r)
