@@ -66,9 +66,9 @@ func ParseCollective(name string) (Collective, error) { return coll.ParseCollect
 
 // ChooseAlgo returns the algorithm AlgoAuto picks for collective c among
 // size ranks with the given message size in bytes (what Thresholds
-// measures for c).
+// measures for c); zero fields of th mean MeasuredThresholds'.
 func ChooseAlgo(c Collective, size, bytes int, th Thresholds) Algo {
-	return coll.Choose(c, size, bytes, th)
+	return coll.Choose(c, size, bytes, withMeasured(th))
 }
 
 // CollOption modifies one collective call.

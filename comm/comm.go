@@ -336,6 +336,20 @@ func (w *world) close() error {
 	return err
 }
 
+// untilClose returns a context that ends when the world closes (or
+// cancel is called).
+func (w *world) untilClose() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-w.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // start runs a demultiplexer for every peer connection.
 func (w *world) start() {
 	for _, p := range w.peers {
@@ -350,15 +364,8 @@ func (w *world) start() {
 // unmatched queue (bounded: when MaxUnmatched bytes from p are held, it
 // stops reading, and the transport's flow control holds p back).
 func (w *world) demux(p *peer) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := w.untilClose()
 	defer cancel()
-	go func() {
-		select {
-		case <-w.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	var err error
 	early := p.early
 	p.early = nil

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/multirail/multirail"
+	"github.com/multirail/multirail/comm/internal/coll"
 	"github.com/multirail/multirail/emu"
 )
 
@@ -60,7 +61,7 @@ type Config struct {
 	// force the same); collectives not listed choose by size.
 	Algorithms map[Collective]Algo
 	// Thresholds are the sizes at which collectives switch algorithm;
-	// the zero value means the measured defaults (docs/comm.md).
+	// a zero field means MeasuredThresholds' value (docs/comm.md).
 	Thresholds Thresholds
 	// Stage is the template of the loss-tolerant stage connections (the
 	// discard controller's constants and seed); Shared and the tags are
@@ -124,8 +125,59 @@ func (c Config) validate() (config, error) {
 		}
 		out.emu = specs
 	}
+	out.Thresholds = withMeasured(c.Thresholds)
 	if out.Logger == nil {
 		out.Logger = slog.New(slog.DiscardHandler)
 	}
 	return out, nil
+}
+
+// MeasuredThresholds returns the thresholds AlgoAuto uses by default:
+// MPICH's, except where measured on multirail connections (4 ranks on
+// emulated rails of 200, 100 and 50 Mbit/s, every algorithm forced;
+// BENCHMARKS.md, "Collectives on N ranks"):
+//
+//   - allreduce: recursive doubling up to 8 KiB (MPICH: 2 KiB),
+//     rabenseifner up to 2 MiB (512 KiB), ring above;
+//   - alltoall: bruck up to 4 KiB per block from 4 ranks (MPICH: 256 B
+//     from 8), then linear (all pairs at once) up to 1 MiB (32 KiB), then
+//     pairwise;
+//   - bcast: binomial below 1 MiB, scatter-allgather from there, from 4
+//     ranks (MPICH: 12 KiB, from 8 ranks).
+//
+// Allgather, reduce-scatter, reduce, gather and scatter keep MPICH's.
+func MeasuredThresholds() Thresholds {
+	th := coll.DefaultThresholds()
+	th.BcastShort = 1 << 20
+	th.BcastMinProcs = 4
+	th.AllreduceShort = 8 << 10
+	th.AllreduceLong = 2 << 20
+	th.AlltoallShort = 4 << 10
+	th.AlltoallMinProcs = 4
+	th.AlltoallMedium = 1 << 20
+	return th
+}
+
+// withMeasured fills th's zero fields from MeasuredThresholds.
+func withMeasured(th Thresholds) Thresholds {
+	m := MeasuredThresholds()
+	fill := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	fill(&th.BcastShort, m.BcastShort)
+	fill(&th.BcastMinProcs, m.BcastMinProcs)
+	fill(&th.ReduceShort, m.ReduceShort)
+	fill(&th.AllreduceShort, m.AllreduceShort)
+	fill(&th.AllreduceLong, m.AllreduceLong)
+	fill(&th.AllgatherShort, m.AllgatherShort)
+	fill(&th.AllgatherLong, m.AllgatherLong)
+	fill(&th.ReduceScatterLong, m.ReduceScatterLong)
+	fill(&th.AlltoallShort, m.AlltoallShort)
+	fill(&th.AlltoallMedium, m.AlltoallMedium)
+	fill(&th.AlltoallMinProcs, m.AlltoallMinProcs)
+	fill(&th.GatherLong, m.GatherLong)
+	fill(&th.ScatterLong, m.ScatterLong)
+	return th
 }

@@ -267,15 +267,8 @@ func (b *boot) run(ctx context.Context) (*Comm, error) {
 	b.ln, b.closers, b.conns = nil, nil, nil
 	w.start()
 	w.wg.Go(func() {
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := w.untilClose()
 		defer cancel()
-		go func() {
-			select {
-			case <-w.stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
 		for {
 			c, err := ln.Accept(ctx)
 			if err != nil {
