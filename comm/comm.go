@@ -159,9 +159,6 @@ func (c *Comm) Close() error {
 			delete(c.w.ctxs, c.id)
 		}
 		c.w.mu.Unlock()
-		if c.lossy != nil {
-			c.lossy.close()
-		}
 		if c.id == worldID {
 			err = c.w.close()
 		}

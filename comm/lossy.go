@@ -18,8 +18,6 @@ type lossyState struct {
 	cfg  RingConfig
 }
 
-func (l *lossyState) close() {}
-
 // stageKey is the part of a communicator id the stage tags carry.
 func stageKey(id uint64) uint32 { return uint32(id & 0x7fff) }
 

@@ -311,6 +311,9 @@ func (r *Request) finish(err error) {
 	}
 	r.err = err
 	close(r.done)
+	if r.stop != nil {
+		r.stop() // the receive's context no longer needs watching
+	}
 }
 
 // Done returns a channel closed when the operation has completed
