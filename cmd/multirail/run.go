@@ -23,7 +23,6 @@ import (
 	"github.com/multirail/multirail/comm/rdzv"
 	"github.com/multirail/multirail/emu"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 )
 
 // maxRanks bounds multirail run's -n: one host.
@@ -176,7 +175,7 @@ func (rk *runRank) start(p runPlan, g *globals, outMu *sync.Mutex, env []string)
 	cmd := exec.Command(p.program, p.args...)
 	cmd.Args[0] = p.argv0 // as typed, as a shell passes it
 	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	setProcessGroup(cmd)
 	var childEnds []*os.File
 	defer func() {
 		for _, f := range childEnds {
@@ -381,13 +380,6 @@ func (t *tagWriter) Flush() {
 	}
 }
 
-func signalName(s syscall.Signal) string {
-	if n := unix.SignalName(s); n != "" {
-		return n
-	}
-	return "signal " + strconv.Itoa(int(s))
-}
-
 func runJob(ctx context.Context, g *globals, p runPlan) error {
 	start := time.Now()
 	token, ok := os.LookupEnv(rdzv.TokenEnv)
@@ -434,7 +426,7 @@ func runJob(ctx context.Context, g *globals, p runPlan) error {
 	signalAll := func(s syscall.Signal) {
 		for _, rk := range ranks {
 			if rk != nil && rk.startErr == nil && rk.cmd.Process != nil && !done[rk.Rank] {
-				syscall.Kill(-rk.cmd.Process.Pid, s)
+				killGroup(rk.cmd.Process, s)
 			}
 		}
 	}
@@ -500,7 +492,7 @@ func runJob(ctx context.Context, g *globals, p runPlan) error {
 		// members, so its id cannot have been reused.)
 		for _, rk := range ranks {
 			if rk != nil && rk.startErr == nil {
-				syscall.Kill(-rk.cmd.Process.Pid, syscall.SIGKILL)
+				killGroup(rk.cmd.Process, syscall.SIGKILL)
 			}
 		}
 	}
