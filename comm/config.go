@@ -159,25 +159,4 @@ func MeasuredThresholds() Thresholds {
 }
 
 // withMeasured fills th's zero fields from MeasuredThresholds.
-func withMeasured(th Thresholds) Thresholds {
-	m := MeasuredThresholds()
-	fill := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	fill(&th.BcastShort, m.BcastShort)
-	fill(&th.BcastMinProcs, m.BcastMinProcs)
-	fill(&th.ReduceShort, m.ReduceShort)
-	fill(&th.AllreduceShort, m.AllreduceShort)
-	fill(&th.AllreduceLong, m.AllreduceLong)
-	fill(&th.AllgatherShort, m.AllgatherShort)
-	fill(&th.AllgatherLong, m.AllgatherLong)
-	fill(&th.ReduceScatterLong, m.ReduceScatterLong)
-	fill(&th.AlltoallShort, m.AlltoallShort)
-	fill(&th.AlltoallMedium, m.AlltoallMedium)
-	fill(&th.AlltoallMinProcs, m.AlltoallMinProcs)
-	fill(&th.GatherLong, m.GatherLong)
-	fill(&th.ScatterLong, m.ScatterLong)
-	return th
-}
+func withMeasured(th Thresholds) Thresholds { return th.Or(MeasuredThresholds()) }

@@ -61,8 +61,10 @@ func DefaultThresholds() Thresholds {
 }
 
 // withDefaults fills th's zero fields from DefaultThresholds.
-func (th Thresholds) withDefaults() Thresholds {
-	d := DefaultThresholds()
+func (th Thresholds) withDefaults() Thresholds { return th.Or(DefaultThresholds()) }
+
+// Or returns th with its zero fields taken from d.
+func (th Thresholds) Or(d Thresholds) Thresholds {
 	fill := func(v *int, def int) {
 		if *v == 0 {
 			*v = def
