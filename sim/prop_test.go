@@ -113,7 +113,7 @@ func TestPropertyEverythingArrivesOnce(t *testing.T) {
 		}
 		for li := range s.links {
 			L := &s.links[li]
-			if L.busy != 0 || L.lanes[0].head >= 0 || L.lanes[1].head >= 0 || L.lanes[0].pending.n != 0 || L.lanes[1].pending.n != 0 {
+			if L.busy != 0 || L.lanes[0].head >= 0 || L.lanes[1].head >= 0 || L.lanes[0].pending.Len() != 0 || L.lanes[1].pending.Len() != 0 {
 				t.Fatalf("link %d ends with %d segments in flight, messages pending: %+v", li, L.busy, L.lanes)
 			}
 			for i, st := range L.states {

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/multirail/multirail/internal/fifo"
+	"github.com/multirail/multirail/internal/sender"
 	"github.com/multirail/multirail/sched"
 
 	// Every scheduler of the module is available to scenarios.
@@ -12,9 +14,11 @@ import (
 
 // RateWindow is the shortest interval of virtual time a drain-rate sample
 // spans, as in the live transport: a rail's RailState.RateBps is a moving
-// average (weight 1/4) of samples of the bytes it transmitted over at least
-// RateWindow during which it stayed busy.
-const RateWindow = 20 * time.Millisecond
+// average (weight sender.RateGain) of samples of the bytes it transmitted
+// over at least RateWindow during which it stayed busy. The estimate, the
+// queues and the dispatch release are those of the live transport: both
+// drive internal/sender.
+const RateWindow = sender.DefaultRateWindow
 
 // MaxBins is the most time bins Result.Series has; the bins widen (by
 // doubling) to stay within it.
@@ -64,7 +68,6 @@ type Sim struct {
 	qcap     int
 	eager    int64
 	dispatch int64
-	segBits  float64
 
 	rng *rand.Rand // traffic
 
@@ -108,23 +111,20 @@ type link struct {
 }
 
 type lane struct {
-	head    int32 // message being queued, -1 if none
-	blocked int32 // laneFree, laneAnyCh or the rail waited for
-	pending ring  // messages behind head, oldest first
+	head    int32             // message being queued, -1 if none
+	blocked int32             // laneFree, laneAnyCh or the rail waited for
+	pending fifo.Queue[int32] // messages behind head, oldest first
 }
 
 type rail struct {
 	link, local, group int32
 	cur                int32 // segment in transmission, -1 if none
 	delay              int64
-	busySince          int64 // start of the current busy period
-	q                  ring  // send queue
-	release            int32 // dispatch timer: segments of q released by the last tick
 	prof               profile
-
-	rateT0            int64 // start of the current rate sample, -1 before the first
-	doneBytes, rateB0 int64
-	est               float64
+	// core holds the send queue, the segment in transmission (in flight
+	// until its transmission ends), the dispatch release and the
+	// drain-rate estimate, as in the live transport.
+	core *sender.Rail[int32]
 }
 
 // railInfo is what a run keeps of a rail off the hot path.
@@ -179,7 +179,6 @@ func New(sc *Scenario, schedName string) (*Sim, error) {
 		qcap:     r.QueueDepth,
 		eager:    int64(r.EagerLimit),
 		dispatch: int64(r.DispatchInterval),
-		segBits:  float64(r.SegmentSize) * 8,
 		rng:      rand.New(rand.NewPCG(r.Seed, mix(r.Seed^0x7af1c))),
 	}
 	t := &r.Traffic
@@ -256,12 +255,9 @@ func (s *Sim) addLink(rails []Rail, group0 int) error {
 		L.lanes[k].head, L.lanes[k].blocked = -1, laneFree
 	}
 	for i, r := range rails {
-		st := &L.states[i]
-		st.Up = true
-		st.QueueCap = s.qcap
+		var nominal float64 // what the scheduler is told of the rail's rate
 		if s.sc.KnownBandwidths {
-			st.NominalBps = r.RateBps
-			st.SegmentTime = int64(s.segBits / r.RateBps * 1e9)
+			nominal = r.RateBps
 		}
 		g := int32(i)
 		if group0 >= 0 {
@@ -269,9 +265,16 @@ func (s *Sim) addLink(rails []Rail, group0 int) error {
 			s.groups = append(s.groups, group{name: r.Name})
 		}
 		stream := uint64(len(s.rails))
+		core, err := sender.New[int32](sender.Config{QueueDepth: s.qcap, SegmentSize: s.sc.SegmentSize,
+			RateWindow: RateWindow, Dispatched: s.dispatch > 0, Nominal: nominal})
+		if err != nil {
+			return err
+		}
+		L.states[i].Up = true
+		core.Fill(&L.states[i])
 		s.rails = append(s.rails, rail{
-			link: li, local: int32(i), group: g, cur: -1, delay: int64(r.Delay), rateT0: -1,
-			prof: newProfile(r.RateBps, r.Load, s.sc.Seed, stream),
+			link: li, local: int32(i), group: g, cur: -1, delay: int64(r.Delay),
+			prof: newProfile(r.RateBps, r.Load, s.sc.Seed, stream), core: core,
 		})
 		s.info = append(s.info, railInfo{nominal: r.RateBps, loads: r.Load, stream: stream})
 	}
@@ -374,7 +377,7 @@ func (s *Sim) submit(li int32, size int64, role uint8, origin int64, rank int32)
 	}
 	ln := &L.lanes[k]
 	if ln.head >= 0 {
-		ln.pending.push(mi)
+		ln.pending.Push(mi)
 		return
 	}
 	ln.head = mi
@@ -415,8 +418,8 @@ func (s *Sim) pumpLane(L *link, ln *lane) {
 		m.off += payload
 		if m.off == m.size {
 			ln.head = -1
-			if ln.pending.n > 0 {
-				ln.head = ln.pending.pop()
+			if ln.pending.Len() > 0 {
+				ln.head = ln.pending.Pop()
 			}
 		}
 	}
@@ -457,44 +460,31 @@ func (s *Sim) enqueue(L *link, r int32, mi int32, payload int64) {
 	rl := &s.rails[ri]
 	L.busy++
 	s.segsSent++
+	rl.core.Push(s.now, si, int(payload)+HeaderSize)
 	if s.dispatch == 0 && rl.cur < 0 {
-		// An idle rail's queue is empty: the segment leaves it at once.
-		L.states[r].LastWait = 0
-		L.sch.Departed(s.now, int(r), int(payload)+HeaderSize, 0, L.states)
-		s.startService(rl, ri, si)
+		// An idle rail's queue was empty: the segment leaves it at once.
+		s.startService(rl, ri, s.depart(L, rl))
 		return
 	}
-	rl.q.push(si)
-	st := &L.states[r]
-	st.Queued++
-	st.QueuedBytes += payload + HeaderSize
+	rl.core.Fill(&L.states[r])
 	if s.dispatch > 0 && !L.tick {
 		L.tick = true
 		s.schedule((s.now/s.dispatch+1)*s.dispatch, evTick, rl.link)
 	}
 }
 
-// depart takes the head of rl's queue, tells the scheduler and returns
-// the segment.
+// depart takes the head of rl's queue into transmission, tells the
+// scheduler and returns the segment.
 func (s *Sim) depart(L *link, rl *rail) int32 {
-	si := rl.q.pop()
-	sg := &s.segs[si]
-	size := int(sg.payload) + HeaderSize
-	st := &L.states[rl.local]
-	st.Queued--
-	st.QueuedBytes -= int64(size)
-	waited := s.now - sg.enq
-	st.LastWait = waited
-	L.sch.Departed(s.now, int(rl.local), size, waited, L.states)
-	return si
+	e := rl.core.Take(s.now)
+	rl.core.Fill(&L.states[rl.local])
+	L.sch.Departed(s.now, int(rl.local), e.Size, s.now-e.Enq, L.states)
+	return e.Seg
 }
 
 // startService starts transmitting segment si on the idle rail rl.
 func (s *Sim) startService(rl *rail, ri int32, si int32) {
 	sg := &s.segs[si]
-	if rl.cur < 0 { // idle until now
-		rl.busySince = s.now
-	}
 	rl.cur = si
 	fin := rl.prof.finish(s.now, float64(int64(sg.payload)+HeaderSize)*8)
 	if fin != never {
@@ -555,49 +545,19 @@ func (s *Sim) txDone(ri int32) {
 	rl := &s.rails[ri]
 	L := &s.links[rl.link]
 	si := rl.cur
-	size := int64(s.segs[si].payload) + HeaderSize
-	s.observe(rl, L, size)
+	// The segment's transmission ended: for the rail's sender core that is
+	// its acknowledgement (the simulator has no sender-side socket buffer),
+	// which feeds the drain-rate estimate.
+	_, _ = rl.core.AckTo(s.now, rl.core.Acked()+1, nil)
+	rl.core.Fill(&L.states[rl.local])
 	s.schedule(s.now+rl.delay, evArrive, si)
 	L.busy--
-	// rl.cur still names the segment just sent, so that a next one keeps
-	// the rail's busy period going.
-	switch {
-	case s.dispatch > 0 && rl.release > 0 && rl.q.n > 0:
-		rl.release--
+	if rl.core.Sendable() > 0 {
 		s.startService(rl, ri, s.depart(L, rl))
-	case s.dispatch == 0 && rl.q.n > 0:
-		s.startService(rl, ri, s.depart(L, rl))
-	default:
+	} else {
 		rl.cur = -1
 	}
 	s.wake(L)
-}
-
-// observe updates rl's drain-rate estimate after it transmitted bytes,
-// the way the live transport measures its rails.
-func (s *Sim) observe(rl *rail, L *link, bytes int64) {
-	rl.doneBytes += bytes
-	if rl.rateT0 < 0 {
-		rl.rateT0, rl.rateB0 = s.now, rl.doneBytes
-		return
-	}
-	if s.now-rl.rateT0 < int64(RateWindow) {
-		return
-	}
-	sample := float64(rl.doneBytes-rl.rateB0) * 8 / (float64(s.now-rl.rateT0) / 1e9)
-	busy := rl.busySince <= rl.rateT0
-	rl.rateT0, rl.rateB0 = s.now, rl.doneBytes
-	if !busy {
-		return
-	}
-	if rl.est == 0 {
-		rl.est = sample
-	} else {
-		rl.est += 0.25 * (sample - rl.est)
-	}
-	st := &L.states[rl.local]
-	st.RateBps = rl.est
-	st.SegmentTime = int64(s.segBits / rl.est * 1e9)
 }
 
 func (s *Sim) tick(li int32) {
@@ -608,9 +568,8 @@ func (s *Sim) tick(li int32) {
 		// released segments stay in the queue (and count against its
 		// capacity) until the rail's transmitter takes them.
 		rl := &s.rails[r]
-		rl.release = rl.q.n
-		if rl.cur < 0 && rl.release > 0 {
-			rl.release--
+		rl.core.Tick()
+		if rl.cur < 0 && rl.core.Sendable() > 0 {
 			s.startService(rl, r, s.depart(L, rl))
 		}
 	}

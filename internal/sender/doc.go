@@ -1,0 +1,18 @@
+// Package sender is the pure per-rail sender core shared by the live
+// transport (the root package's Conn) and the simulator (package sim).
+//
+// A Rail holds what a sender knows of one rail: its send queue (segments
+// the scheduler assigned to it), the segments in flight (written but not
+// yet acknowledged, or for the simulator: in transmission), the release
+// count of the dispatch timer, and the estimators the schedulers read
+// through sched.RailState: the drain rate (bytes acknowledged over windows
+// of at least Config.RateWindow while the rail had a backlog, smoothed with
+// weight RateGain), the smoothed ACK delay, the last queue wait, and the
+// stall test. Credit is the peer's flow-control window.
+//
+// Everything here is decision logic: time is passed in (nanoseconds on
+// the caller's clock), there are no locks, goroutines or I/O. The live
+// transport calls a Rail under its connection lock; the simulator calls it
+// from its event loop. Both thus feed their schedulers from the same code,
+// which is what makes the simulator's figures comparable with live ones.
+package sender
