@@ -14,6 +14,7 @@ import (
 
 	hs "github.com/multirail/multirail/internal/rail"
 	"github.com/multirail/multirail/internal/reasm"
+	"github.com/multirail/multirail/internal/sender"
 	"github.com/multirail/multirail/internal/wire"
 	"github.com/multirail/multirail/sched"
 )
@@ -55,47 +56,20 @@ type segment struct {
 	hdr     [wire.DataHeaderSize]byte
 	payload []byte
 	msg     *outMsg
-	enq     int64   // ns since the connection started, when it entered the queue
-	sent    int64   // ns since the connection started, when it was written
 	owned   *[]byte // the eager copy of the payload, returned to eagerPool on ACK
 }
+
+// wireSize is the segment's size on the wire.
+func (s *segment) wireSize() int { return len(s.payload) + wire.DataHeaderSize }
+
+// entry is a segment in a rail's sender core, with when it was queued and
+// written (ns since the connection started).
+type entry = sender.Entry[*segment]
 
 // eagerPool holds copies of eager messages until they are acknowledged.
 var eagerPool = sync.Pool{New: func() any { b := make([]byte, 0, DefaultEagerLimit); return &b }}
 
 var segPool = sync.Pool{New: func() any { return new(segment) }}
-
-// fifo is a queue of segments.
-type fifo struct {
-	s    []*segment
-	head int
-}
-
-func (f *fifo) len() int { return len(f.s) - f.head }
-func (f *fifo) push(s *segment) {
-	if f.head > 0 && len(f.s) == cap(f.s) {
-		n := copy(f.s, f.s[f.head:])
-		clear(f.s[n:])
-		f.s = f.s[:n]
-		f.head = 0
-	}
-	f.s = append(f.s, s)
-}
-func (f *fifo) pop() *segment {
-	s := f.s[f.head]
-	f.s[f.head] = nil
-	f.head++
-	if f.head == len(f.s) {
-		f.s, f.head = f.s[:0], 0
-	}
-	return s
-}
-func (f *fifo) drain() []*segment {
-	out := append([]*segment(nil), f.s[f.head:]...)
-	clear(f.s)
-	f.s, f.head = f.s[:0], 0
-	return out
-}
 
 // rail is one path of a Conn: its TCP connection and that connection's
 // two goroutines. After a failure the dialing side reconnects it (attach);
@@ -130,29 +104,22 @@ type rail struct {
 	poked      bool // a read deadline was set to interrupt a Recv (guarded by pokeMu)
 
 	// guarded by Conn.mu
-	up          bool
-	peerDone    bool // the peer sent GOAWAY on this rail
-	queue       fifo
-	queuedBytes int64
-	release     int // queued segments the dispatch timer let go, not yet taken (DispatchInterval > 0)
-	unacked     fifo
-	acked       uint64 // DATA frames the peer acknowledged on this rail
-	lastWait    int64
-	rate        float64 // drain-rate estimate, bits/s
-	notSent     int     // the socket's TCP_NOTSENT_LOWAT
-	ackedBytes  int64   // bytes the peer acknowledged on this rail
-	rateT0      int64   // start of the current rate sample (c.now())
-	rateB0      int64   // ackedBytes at rateT0
-	busySince   int64   // c.now() since when the queue has been non-empty, 0 if empty
-	progressAt  int64   // c.now() of the last ACK progress, or when unacked became non-empty
-	ackDelay    float64 // smoothed time from writing a segment to its ACK, ns
-	attaching   bool    // attach is replacing the connection
-	rejoining   bool    // a rejoin attempt is running (dialing side)
-	noRejoin    bool    // the peer refused a rejoin: the session is gone there
-	nextTry     int64   // c.now() from which the next rejoin attempt may start
-	backoff     time.Duration
-	rejoins     uint64 // connections that replaced a failed one
-	lastErr     error  // why the rail last failed
+	up       bool
+	peerDone bool // the peer sent GOAWAY on this rail
+	// core is the rail's send queue, its unacknowledged segments, the
+	// dispatch release and the estimators (drain rate, ACK delay, stall
+	// test): the pure per-rail sender core the simulator drives too.
+	core      *sender.Rail[*segment]
+	onAck     func(entry) // c.acked for this rail, made once
+	ackNow    int64       // the time of the ACK being applied
+	notSent   int         // the socket's TCP_NOTSENT_LOWAT
+	attaching bool        // attach is replacing the connection
+	rejoining bool        // a rejoin attempt is running (dialing side)
+	noRejoin  bool        // the peer refused a rejoin: the session is gone there
+	nextTry   int64       // c.now() from which the next rejoin attempt may start
+	backoff   time.Duration
+	rejoins   uint64 // connections that replaced a failed one
+	lastErr   error  // why the rail last failed
 
 	// receive side and counters
 	received atomic.Uint64 // DATA frames received on this rail
@@ -286,6 +253,13 @@ func newConn(cfg config, session [16]byte, rails []railInit, peer peerParams, sc
 			br: hs.NewReader(ri.c, 64<<10), wake: make(chan struct{}, 1), goneAway: make(chan struct{}), readerDone: make(chan struct{}), bgResume: make(chan struct{}, 1)}
 		r.notSent = notSentFor(0, cfg.SegmentSize)
 		hs.Tune(ri.c, r.notSent)
+		core, err := sender.New[*segment](sender.Config{QueueDepth: cfg.QueueDepth, SegmentSize: cfg.SegmentSize,
+			RateWindow: rateWindow, Pipe: int64(r.notSent), Dispatched: cfg.DispatchInterval > 0, Nominal: ri.nominal})
+		if err != nil {
+			return nil, err
+		}
+		r.core = core
+		r.onAck = func(e entry) { c.acked(r, e) }
 		r.ackTimer = time.AfterFunc(time.Hour, r.ackDue)
 		r.ackTimer.Stop()
 		c.rails = append(c.rails, r)
@@ -337,8 +311,7 @@ func (c *Conn) dispatcher(tick <-chan time.Time, stop func()) {
 		c.mu.Lock()
 		c.ticks++
 		for i, r := range c.rails {
-			r.release = r.queue.len()
-			if r.release > 0 {
+			if r.core.Tick() > 0 {
 				due |= 1 << i
 			}
 		}
@@ -354,16 +327,6 @@ func (c *Conn) dispatcher(tick <-chan time.Time, stop func()) {
 // dispatched reports whether segments leave the queues on the dispatch
 // timer rather than continuously.
 func (c *Conn) dispatched() bool { return c.cfg.DispatchInterval > 0 }
-
-// sendableLocked is how many of r's queued segments its writer may take
-// now: all of them, or on the dispatch timer those released at the last
-// tick. Caller holds c.mu.
-func (c *Conn) sendableLocked(r *rail) int {
-	if c.dispatched() {
-		return min(r.release, r.queue.len())
-	}
-	return r.queue.len()
-}
 
 // pickLocked asks the scheduler for a rail for a segment of size bytes and
 // records the choice in c.recent. It returns -1 when the scheduler
@@ -408,22 +371,10 @@ func (c *Conn) changedLocked() chan struct{} {
 
 // fillStates refreshes c.states. Caller holds c.mu.
 func (c *Conn) fillStates() {
-	seg := float64(c.cfg.SegmentSize) * 8
 	for i, r := range c.rails {
 		st := &c.states[i]
 		st.Up = r.up
-		st.Queued = r.queue.len()
-		st.QueuedBytes = r.queuedBytes
-		st.QueueCap = c.cfg.QueueDepth
-		st.LastWait = r.lastWait
-		st.RateBps = r.rate
-		st.NominalBps = r.nominal
-		st.SegmentTime = 0
-		if rate := r.rate; rate > 0 {
-			st.SegmentTime = int64(seg / rate * 1e9)
-		} else if r.nominal > 0 {
-			st.SegmentTime = int64(seg / r.nominal * 1e9)
-		}
+		r.core.Fill(st)
 	}
 }
 
@@ -538,7 +489,7 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 	c.sentMsgs++
 	// On the dispatch timer the segments wait for the next tick.
 	continuous := !c.dispatched()
-	idle := continuous && n == 1 && last.queue.len() == 1
+	idle := continuous && n == 1 && last.core.Len() == 1
 	c.mu.Unlock()
 	if !eager {
 		<-c.enqueuing
@@ -590,7 +541,7 @@ func (c *Conn) enqueueLocked(s *segment, inline bool) (*rail, error) {
 		if chosen < 0 || !c.rails[chosen].up {
 			chosen = c.pickLocked(size)
 		}
-		if chosen >= 0 && c.rails[chosen].queue.len() < c.cfg.QueueDepth {
+		if chosen >= 0 && !c.rails[chosen].core.Full() {
 			r := c.rails[chosen]
 			c.push(r, s)
 			if !inline && !c.dispatched() {
@@ -613,12 +564,7 @@ func (c *Conn) enqueueLocked(s *segment, inline bool) (*rail, error) {
 
 // push queues s on r. Caller holds c.mu.
 func (c *Conn) push(r *rail, s *segment) {
-	s.enq = c.now()
-	if r.queue.len() == 0 && r.busySince == 0 {
-		r.busySince = s.enq
-	}
-	r.queue.push(s)
-	r.queuedBytes += int64(len(s.payload) + wire.DataHeaderSize)
+	r.core.Push(c.now(), s, s.wireSize())
 }
 
 func (c *Conn) anyUp() bool {
@@ -886,10 +832,7 @@ func (c *Conn) shutdown(err error, goAway bool) {
 			r.up = false
 			r.down.Store(true)
 			r.ackTimer.Stop()
-			r.queue.drain()
-			r.unacked.drain()
-			r.queuedBytes = 0
-			r.release = 0
+			r.core.Drain(nil)
 		}
 		c.broadcast()
 		c.mu.Unlock()
@@ -944,7 +887,6 @@ func (c *Conn) railDown(r *rail, gen uint64, err error) {
 		return
 	}
 	segs := r.takeDownLocked(err)
-	r.busySince = 0
 	r.nextTry = c.now() // a reset connection may come back at once
 	if c.peerGoneLocked() && c.anyPeerDone() {
 		c.mu.Unlock()
@@ -966,9 +908,10 @@ func (c *Conn) railDown(r *rail, gen uint64, err error) {
 // resendLocked queues segments taken off a failed rail on the rails that
 // are up, as the scheduler chooses. Caller holds c.mu; at least one rail is
 // up.
-func (c *Conn) resendLocked(segs []*segment) {
-	for _, s := range segs {
-		i := c.pickLocked(len(s.payload) + wire.DataHeaderSize)
+func (c *Conn) resendLocked(segs []entry) {
+	for _, e := range segs {
+		s := e.Seg
+		i := c.pickLocked(s.wireSize())
 		if i < 0 {
 			i = c.firstUp()
 		}
@@ -982,7 +925,7 @@ func (c *Conn) resendLocked(segs []*segment) {
 // takeDownLocked takes r's connection out of service after err: it is
 // reset and closed, its writer told to exit, and its unacknowledged and
 // queued segments (in that order) returned. Caller holds c.mu.
-func (r *rail) takeDownLocked(err error) []*segment {
+func (r *rail) takeDownLocked(err error) []entry {
 	r.up = false
 	r.down.Store(true)
 	r.errs.Add(1)
@@ -992,9 +935,7 @@ func (r *rail) takeDownLocked(err error) []*segment {
 	}
 	_ = r.c.Close()
 	r.signal() // the writer sees the rail down and exits
-	segs := append(r.unacked.drain(), r.queue.drain()...)
-	r.queuedBytes, r.release = 0, 0
-	return segs
+	return r.core.Drain(nil)
 }
 
 // peerGoneLocked reports whether every rail is down or was closed by the
@@ -1077,7 +1018,7 @@ func notSentFor(rate float64, seg int) int {
 // wstate is a rail's write-side state, owned by whoever holds rail.wmu:
 // the rail's writer goroutine, or a Send or reader taking a fast path.
 type wstate struct {
-	batch     []*segment
+	batch     []entry
 	iov       net.Buffers
 	wv        net.Buffers
 	run       []byte // contiguous bytes of a write: control, headers, small payloads
@@ -1109,33 +1050,21 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 		}
 		now := c.now()
 		maxBatch := max(r.notSent/2, c.cfg.SegmentSize)
-		limit := r.queue.len()
-		if c.dispatched() && !w.draining {
-			limit = r.release
+		limit := r.core.Sendable()
+		if w.draining {
+			limit = r.core.Len()
 		}
-		if r.unacked.len() == 0 {
-			r.progressAt = now // the rail's ACK clock starts with this batch
-		}
-		for len(w.batch) < limit && r.queue.len() > 0 && (n == 0 || n+len(r.queue.s[r.queue.head].payload) <= maxBatch) {
-			s := r.queue.pop()
-			sz := len(s.payload) + wire.DataHeaderSize
-			r.queuedBytes -= int64(sz)
-			n += sz
-			r.lastWait = now - s.enq
-			s.sent = now
-			r.unacked.push(s)
-			w.batch = append(w.batch, s)
+		for len(w.batch) < limit && (n == 0 || n+r.core.Front().Size <= maxBatch) {
+			e := r.core.Take(now)
+			n += e.Size
+			w.batch = append(w.batch, e)
 		}
 		if len(w.batch) > 0 {
 			c.fillStates()
-			for _, s := range w.batch {
-				c.sch.Departed(now, r.idx, len(s.payload)+wire.DataHeaderSize, now-s.enq, c.states)
+			for _, e := range w.batch {
+				c.sch.Departed(now, r.idx, e.Size, now-e.Enq, c.states)
 			}
 			c.broadcast()
-		}
-		r.release -= min(r.release, len(w.batch))
-		if r.queue.len() == 0 {
-			r.busySince = 0
 		}
 		c.mu.Unlock()
 	}
@@ -1161,7 +1090,8 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 	// large payloads are written from the caller's memory.
 	iov := w.iov[:0]
 	size := len(w.ctl)
-	for _, s := range w.batch {
+	for _, e := range w.batch {
+		s := e.Seg
 		size += len(s.hdr)
 		if len(s.payload) <= smallPayload {
 			size += len(s.payload)
@@ -1171,7 +1101,8 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 		w.run = make([]byte, 0, size) // appends below then never move it
 	}
 	run := append(w.run[:0], w.ctl...) // control frames first
-	for _, s := range w.batch {
+	for _, e := range w.batch {
+		s := e.Seg
 		run = append(run, s.hdr[:]...)
 		if len(s.payload) <= smallPayload {
 			run = append(run, s.payload...)
@@ -1233,7 +1164,7 @@ func (c *Conn) tryFlush(r *rail, ctlOnly bool) {
 	_, err := c.writeBatch(r, ctlOnly)
 	pending := r.received.Load() != r.w.ackSent
 	c.mu.Lock()
-	pending = pending || c.sendableLocked(r) > 0
+	pending = pending || r.core.Sendable() > 0
 	c.mu.Unlock()
 	r.wmu.Unlock()
 	if err != nil && !errors.Is(err, errGoingAway) {
@@ -1295,38 +1226,13 @@ func (c *Conn) writer(r *rail, gen uint64) {
 // rateWindow is the shortest interval a delivery-rate sample spans.
 const rateWindow = 20 * time.Millisecond
 
-// observeDelivery updates r's rate estimate from acknowledged bytes: the
-// rate at which the peer received data on r over the last rateWindow or
-// more, counted only while r had a backlog (otherwise the sample measures
-// the offered load, not the rail). It also adapts the socket's unsent
-// bound to the rate. Caller holds c.mu.
-func (c *Conn) observeDelivery(r *rail, bytes int) {
-	now := c.now()
-	r.ackedBytes += int64(bytes)
-	if r.rateT0 == 0 {
-		r.rateT0, r.rateB0 = now, r.ackedBytes
-		return
-	}
-	if now-r.rateT0 < int64(rateWindow) {
-		return
-	}
-	sample := float64(r.ackedBytes-r.rateB0) * 8 / (float64(now-r.rateT0) / 1e9)
-	// Busy: a backlog waited in the queue all along, or the pipe holds at
-	// least what the kernel may keep unsent.
-	busy := (r.queue.len() > 0 && r.busySince != 0 && r.busySince <= r.rateT0) ||
-		r.unacked.len()*c.cfg.SegmentSize >= r.notSent
-	r.rateT0, r.rateB0 = now, r.ackedBytes
-	if !busy {
-		return
-	}
-	if r.rate == 0 {
-		r.rate = sample
-	} else {
-		r.rate += 0.25 * (sample - r.rate)
-	}
-	if want := notSentFor(r.rate, c.cfg.SegmentSize); want >= 2*r.notSent || 2*want <= r.notSent {
+// adaptNotSent adapts the socket's unsent bound to r's drain-rate
+// estimate, in steps of at least a factor of two. Caller holds c.mu.
+func (c *Conn) adaptNotSent(r *rail, now int64) {
+	if want := notSentFor(r.core.Rate(), c.cfg.SegmentSize); want >= 2*r.notSent || 2*want <= r.notSent {
 		r.notSent = want
 		hs.SetNotSent(r.c, want)
+		r.core.SetPipe(now, int64(want))
 	}
 }
 
@@ -1617,54 +1523,41 @@ func (c *Conn) ack(r *rail, a wire.Ack) error {
 	if !r.up {
 		return nil // its segments were handed to other rails already
 	}
-	if a.Received < r.acked || a.Received-r.acked > uint64(r.unacked.len()) {
-		return fmt.Errorf("%w: ack of %d frames on rail %s, %d sent", ErrProtocol, a.Received, r.name, r.acked+uint64(r.unacked.len()))
-	}
-	if r.acked == a.Received {
-		if a.Credit > c.peerCredit {
-			c.peerCredit = a.Credit
-			c.broadcast()
-		}
-		return nil
-	}
-	bytes := 0
-	now := c.now()
-	if c.observer != nil {
-		c.fillStates()
-	}
-	r.progressAt = now
-	for r.acked < a.Received {
-		s := r.unacked.pop()
-		r.acked++
-		size := len(s.payload) + wire.DataHeaderSize
-		bytes += size
-		if r.acked == a.Received {
-			d := float64(now - s.sent)
-			if r.ackDelay == 0 {
-				r.ackDelay = d
-			} else {
-				r.ackDelay += 0.125 * (d - r.ackDelay)
-			}
-		}
+	if a.Received != r.core.Acked() {
+		now := c.now()
 		if c.observer != nil {
-			c.observer.Delivered(now, r.idx, size, now-s.enq, c.states)
+			c.fillStates()
 		}
-		if m := s.msg; m != nil {
-			m.remaining--
-			if m.remaining == 0 {
-				close(m.done)
-			}
+		r.ackNow = now
+		bytes, err := r.core.AckTo(now, a.Received, r.onAck)
+		if err != nil {
+			return fmt.Errorf("%w: rail %s: %v", ErrProtocol, r.name, err)
 		}
-		putSeg(s)
-	}
-	if bytes > 0 {
-		c.observeDelivery(r, bytes)
+		if bytes > 0 {
+			c.adaptNotSent(r, now)
+		}
 	}
 	if a.Credit > c.peerCredit {
 		c.peerCredit = a.Credit
 		c.broadcast()
 	}
 	return nil
+}
+
+// acked completes segment e of rail r, which the peer acknowledged at
+// r.ackNow. Caller holds c.mu.
+func (c *Conn) acked(r *rail, e entry) {
+	s := e.Seg
+	if c.observer != nil {
+		c.observer.Delivered(r.ackNow, r.idx, e.Size, r.ackNow-e.Enq, c.states)
+	}
+	if m := s.msg; m != nil {
+		m.remaining--
+		if m.remaining == 0 {
+			close(m.done)
+		}
+	}
+	putSeg(s)
 }
 
 // RecentChoices is how many of the scheduler's latest rail choices
@@ -1793,16 +1686,16 @@ func (c *Conn) Stats() Stats {
 			Name: r.name, Up: r.up,
 			BytesSent: r.bytesOut.Load(), SegmentsSent: r.segsOut.Load(),
 			BytesReceived: r.bytesIn.Load(), SegmentsReceived: r.segsIn.Load(),
-			Queued: r.queue.len(), QueuedBytes: r.queuedBytes, InFlight: r.unacked.len(),
-			LastWait: time.Duration(r.lastWait), RateBps: r.rate, Errors: r.errs.Load(), Rejoins: r.rejoins,
+			Queued: r.core.Len(), QueuedBytes: r.core.QueuedBytes(), InFlight: r.core.InFlight(),
+			LastWait: time.Duration(r.core.LastWait()), RateBps: r.core.Rate(), Errors: r.errs.Load(), Rejoins: r.rejoins,
 			Level: -1,
 		}
 		if r.lastErr != nil {
 			rs.LastError = r.lastErr.Error()
 		}
-		if r.rate > 0 {
-			segTime := float64(c.cfg.SegmentSize) * 8 / r.rate * 1e9
-			rs.LastWaitSegments = float64(r.lastWait) / segTime
+		if rate := r.core.Rate(); rate > 0 {
+			segTime := float64(c.cfg.SegmentSize) * 8 / rate * 1e9
+			rs.LastWaitSegments = float64(r.core.LastWait()) / segTime
 		}
 		if c.explainer != nil {
 			if i < len(x.Levels) {

@@ -31,15 +31,6 @@ func superviseTick(railTimeout time.Duration) time.Duration {
 	return min(max(railTimeout/4, 10*time.Millisecond), 100*time.Millisecond)
 }
 
-// stallLimit is how long r may go without ACK progress while segments are
-// in flight. Caller holds c.mu.
-func (c *Conn) stallLimit(r *rail) int64 {
-	if r.ackDelay == 0 {
-		return 4 * int64(c.cfg.RailTimeout) // no sample yet: be patient
-	}
-	return int64(c.cfg.RailTimeout) + int64(4*r.ackDelay)
-}
-
 // supervise runs on connections of two or more rails: it takes stalled
 // rails down while another rail works, and on the dialing side starts
 // rejoin attempts for rails that are down.
@@ -77,11 +68,12 @@ func (c *Conn) supervise() {
 			if n := r.br.Reads(); n != r.quietReads || !r.midFrame.Load() {
 				r.quietReads, r.quietSince = n, now
 			}
+			acksLate, quiet := r.core.Stalled(now, c.cfg.RailTimeout)
 			switch {
-			case r.unacked.len() > 0 && now-r.progressAt > c.stallLimit(r):
+			case acksLate:
 				// Sending side: what we sent is not acknowledged.
 				err := fmt.Errorf("%w for %v with %d segments in flight", ErrRailStalled,
-					time.Duration(now-r.progressAt).Round(time.Millisecond), r.unacked.len())
+					quiet.Round(time.Millisecond), r.core.InFlight())
 				stalled = append(stalled, stall{r, r.gen, err})
 			case now-r.quietSince > 2*int64(c.cfg.RailTimeout):
 				// Receiving side: a frame stopped halfway. Its segment may
@@ -181,9 +173,9 @@ func (c *Conn) attach(r *rail, nc net.Conn) error {
 		// Everything not acknowledged goes out again on the new
 		// connection, first; the receiver drops what it already has.
 		segs := r.takeDownLocked(errReplaced)
-		for _, s := range segs {
-			r.queue.push(s)
-			r.queuedBytes += int64(len(s.payload) + wire.DataHeaderSize)
+		now := c.now()
+		for _, e := range segs {
+			r.core.Requeue(now, e)
 		}
 		c.log.Warn("rail replaced by the peer's reconnection", "rail", r.name, "segments", len(segs))
 	}
@@ -226,8 +218,7 @@ func (c *Conn) attach(r *rail, nc net.Conn) error {
 		r.attaching = false
 		// What waits in r's queue must not wait for a rail that is not
 		// coming back.
-		if segs := r.queue.drain(); len(segs) > 0 {
-			r.queuedBytes = 0
+		if segs := r.core.Drain(nil); len(segs) > 0 {
 			if c.anyUp() {
 				c.resendLocked(segs)
 			}
@@ -253,15 +244,9 @@ func (c *Conn) attach(r *rail, nc net.Conn) error {
 	r.ackedOut.Store(0)
 	r.creditDue.Store(true) // the first ACK repeats the current credit
 	r.received.Store(0)
-	r.acked = 0
-	r.rate, r.rateT0, r.rateB0 = 0, 0, r.ackedBytes
 	r.notSent = notSentFor(0, c.cfg.SegmentSize)
 	hs.Tune(nc, r.notSent)
-	r.lastWait, r.ackDelay, r.progressAt = 0, 0, now
-	r.busySince = 0
-	if r.queue.len() > 0 {
-		r.busySince = now
-	}
+	r.core.Restart(now, int64(r.notSent))
 	r.goneAway = make(chan struct{})
 	r.readerDone = make(chan struct{})
 	select {
