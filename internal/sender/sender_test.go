@@ -1,0 +1,309 @@
+package sender
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/multirail/multirail/sched"
+)
+
+func mustNew(t testing.TB, cfg Config) *Rail[int] {
+	t.Helper()
+	r, err := New[int](cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"zero", Config{}, true},
+		{"all set", Config{QueueDepth: 4, SegmentSize: 1024, RateWindow: time.Millisecond, Pipe: 10, Nominal: 1e9}, true},
+		{"negative depth", Config{QueueDepth: -1}, false},
+		{"negative segment", Config{SegmentSize: -1}, false},
+		{"negative window", Config{RateWindow: -1}, false},
+		{"negative pipe", Config{Pipe: -1}, false},
+		{"NaN nominal", Config{Nominal: math.NaN()}, false},
+		{"negative nominal", Config{Nominal: -5}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New[int](tc.cfg)
+			if (err == nil) != tc.ok {
+				t.Fatalf("New(%+v) error %v, want ok=%v", tc.cfg, err, tc.ok)
+			}
+		})
+	}
+	r := mustNew(t, Config{})
+	var st sched.RailState
+	r.Fill(&st)
+	if st.QueueCap != DefaultQueueDepth || st.SegmentTime != 0 || st.NominalBps != 0 {
+		t.Fatalf("defaults: %+v", st)
+	}
+}
+
+// TestRateSteadyBacklog: a rail that always has a backlog and delivers
+// 1 MB every 10 ms is estimated at 800 Mbit/s.
+func TestRateSteadyBacklog(t *testing.T) {
+	r := mustNew(t, Config{Pipe: 1})
+	now := int64(0)
+	const seg = 1 << 20
+	for i := range 40 {
+		r.Push(now, i, seg)
+		r.Push(now, i, seg)
+		r.Take(now)
+		now += int64(10 * time.Millisecond)
+		if _, err := r.AckTo(now, r.Acked()+1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := float64(seg) * 8 / 0.01
+	if got := r.Rate(); math.Abs(got-want)/want > 1e-9 {
+		t.Fatalf("rate %.0f, want %.0f", got, want)
+	}
+	var st sched.RailState
+	r.Fill(&st)
+	if st.RateBps != r.Rate() || st.SegmentTime != int64(float64(DefaultSegmentSize)*8/want*1e9) {
+		t.Fatalf("Fill: %+v", st)
+	}
+}
+
+// TestRateAppLimited: a rail whose sender offers less than it could carry
+// (the queue empties, the pipe is not full) takes no sample: the estimate
+// would measure the offered load.
+func TestRateAppLimited(t *testing.T) {
+	r := mustNew(t, Config{Pipe: 4 << 20, Nominal: 1e8})
+	now := int64(0)
+	for i := range 40 {
+		r.Push(now, i, 1000)
+		r.Take(now)
+		now += int64(10 * time.Millisecond)
+		if _, err := r.AckTo(now, r.Acked()+1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.Rate() != 0 {
+		t.Fatalf("rate %.0f from an app-limited rail, want no estimate", r.Rate())
+	}
+	var st sched.RailState
+	r.Fill(&st)
+	if want := int64(float64(DefaultSegmentSize) * 8 / 1e8 * 1e9); st.SegmentTime != want {
+		t.Fatalf("segment time %d without a rate, want %d from the nominal rate", st.SegmentTime, want)
+	}
+}
+
+func TestAckDelayAndStall(t *testing.T) {
+	r := mustNew(t, Config{})
+	const timeout = time.Second
+	if s, _ := r.Stalled(int64(time.Hour), timeout); s {
+		t.Fatal("an idle rail stalled")
+	}
+	r.Push(0, 1, 100)
+	r.Take(0)
+	if s, _ := r.Stalled(int64(3*timeout), timeout); s {
+		t.Fatal("stalled after 3 timeouts without an ACK-delay sample (limit: 4)")
+	}
+	if s, _ := r.Stalled(int64(5*timeout), timeout); !s {
+		t.Fatal("not stalled after 5 timeouts without an ACK-delay sample")
+	}
+	if _, err := r.AckTo(int64(100*time.Millisecond), 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.AckDelay(); got != float64(100*time.Millisecond) {
+		t.Fatalf("ack delay %v, want 100ms", got)
+	}
+	r.Push(int64(time.Second), 2, 100)
+	r.Take(int64(time.Second))
+	if got, want := r.StallLimit(timeout), int64(timeout+400*time.Millisecond); got != want {
+		t.Fatalf("stall limit %d, want %d", got, want)
+	}
+	if s, _ := r.Stalled(int64(time.Second)+int64(1300*time.Millisecond), timeout); s {
+		t.Fatal("stalled within the limit")
+	}
+	if s, q := r.Stalled(int64(time.Second)+int64(1500*time.Millisecond), timeout); !s || q != 1500*time.Millisecond {
+		t.Fatalf("stalled=%v quiet=%v, want stalled after 1.5 s", s, q)
+	}
+}
+
+func TestAckRange(t *testing.T) {
+	r := mustNew(t, Config{})
+	r.Push(0, 1, 10)
+	r.Take(0)
+	if _, err := r.AckTo(1, 2, nil); !errors.Is(err, ErrAckRange) {
+		t.Fatalf("ack beyond what is in flight: %v, want ErrAckRange", err)
+	}
+	if r.InFlight() != 1 {
+		t.Fatal("a rejected ACK changed the rail")
+	}
+	if _, err := r.AckTo(1, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.AckTo(1, 0, nil); !errors.Is(err, ErrAckRange) {
+		t.Fatalf("ack going back: %v, want ErrAckRange", err)
+	}
+}
+
+func TestDispatchRelease(t *testing.T) {
+	r := mustNew(t, Config{Dispatched: true})
+	for i := range 3 {
+		r.Push(0, i, 10)
+	}
+	if r.Sendable() != 0 {
+		t.Fatalf("sendable %d before a tick", r.Sendable())
+	}
+	if n := r.Tick(); n != 3 {
+		t.Fatalf("tick released %d, want 3", n)
+	}
+	r.Push(0, 3, 10)
+	if r.Sendable() != 3 {
+		t.Fatalf("sendable %d, want the 3 released", r.Sendable())
+	}
+	r.Take(1)
+	r.Take(1)
+	r.Take(1)
+	if r.Sendable() != 0 || r.Len() != 1 {
+		t.Fatalf("sendable %d, len %d after taking the released", r.Sendable(), r.Len())
+	}
+	if e := r.Take(2); e.Seg != 3 || e.Enq != 0 || e.Sent != 2 {
+		t.Fatalf("draining take: %+v", e)
+	}
+}
+
+func TestCredit(t *testing.T) {
+	c := NewCredit(100)
+	if !c.Fits(100) || c.Fits(101) {
+		t.Fatal("window of 100")
+	}
+	c.Use(60)
+	if c.Fits(41) || !c.Fits(40) {
+		t.Fatal("60 used")
+	}
+	if c.Grant(50) {
+		t.Fatal("credit shrank")
+	}
+	if !c.Grant(200) || !c.Fits(140) || c.Fits(141) {
+		t.Fatal("grant to 200")
+	}
+}
+
+// TestRailModel checks the queue, flight, release and acknowledgement
+// bookkeeping against a plain slice model under random operations.
+func TestRailModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		dispatched := rapid.Bool().Draw(t, "dispatched")
+		depth := rapid.IntRange(1, 8).Draw(t, "depth")
+		r, err := New[int](Config{QueueDepth: depth, Dispatched: dispatched, Pipe: rapid.Int64Range(1, 1000).Draw(t, "pipe")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		type seg struct{ id, size int }
+		var queue, flight []seg
+		release, acked, next := 0, uint64(0), 0
+		now := int64(0)
+		t.Repeat(map[string]func(*rapid.T){
+			"push": func(t *rapid.T) {
+				sz := rapid.IntRange(1, 500).Draw(t, "size")
+				r.Push(now, next, sz)
+				queue = append(queue, seg{next, sz})
+				next++
+			},
+			"tick": func(t *rapid.T) {
+				if got := r.Tick(); got != len(queue) {
+					t.Fatalf("tick released %d, want %d", got, len(queue))
+				}
+				release = len(queue)
+			},
+			"take": func(t *rapid.T) {
+				if len(queue) == 0 {
+					t.Skip("empty")
+				}
+				e := r.Take(now)
+				if e.Seg != queue[0].id || e.Size != queue[0].size || e.Sent != now {
+					t.Fatalf("took %+v, want %+v", e, queue[0])
+				}
+				flight = append(flight, queue[0])
+				queue = queue[1:]
+				release = max(release-1, 0)
+			},
+			"ack": func(t *rapid.T) {
+				n := rapid.IntRange(0, len(flight)+1).Draw(t, "n")
+				var got []int
+				_, err := r.AckTo(now, acked+uint64(n), func(e Entry[int]) { got = append(got, e.Seg) })
+				if n > len(flight) {
+					if !errors.Is(err, ErrAckRange) {
+						t.Fatalf("ack of %d with %d in flight: %v", n, len(flight), err)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range n {
+					if got[i] != flight[i].id {
+						t.Fatalf("acked %v, want the oldest %d of %v", got, n, flight)
+					}
+				}
+				flight = flight[n:]
+				acked += uint64(n)
+			},
+			"drain": func(t *rapid.T) {
+				got := r.Drain(nil)
+				want := append(append([]seg(nil), flight...), queue...)
+				if len(got) != len(want) {
+					t.Fatalf("drained %d, want %d", len(got), len(want))
+				}
+				for i := range got {
+					if got[i].Seg != want[i].id {
+						t.Fatalf("drain order %v, want %v", got, want)
+					}
+				}
+				queue, flight, release = nil, nil, 0
+			},
+			"restart": func(t *rapid.T) {
+				if len(flight) > 0 {
+					t.Skip("the transport takes a rail down (Drain) before it restarts it")
+				}
+				r.Restart(now, 1)
+				acked = 0
+			},
+			"time": func(t *rapid.T) {
+				now += rapid.Int64Range(0, int64(50*time.Millisecond)).Draw(t, "dt")
+			},
+			"": func(t *rapid.T) {
+				qb, fb := 0, 0
+				for _, s := range queue {
+					qb += s.size
+				}
+				for _, s := range flight {
+					fb += s.size
+				}
+				want := len(queue)
+				if dispatched {
+					want = min(release, len(queue))
+				}
+				switch {
+				case r.Len() != len(queue) || r.QueuedBytes() != int64(qb):
+					t.Fatalf("queue %d/%d B, want %d/%d", r.Len(), r.QueuedBytes(), len(queue), qb)
+				case r.InFlight() != len(flight) || r.InFlightBytes() != int64(fb):
+					t.Fatalf("in flight %d/%d B, want %d/%d", r.InFlight(), r.InFlightBytes(), len(flight), fb)
+				case r.Sendable() != want:
+					t.Fatalf("sendable %d, want %d", r.Sendable(), want)
+				case r.Acked() != acked:
+					t.Fatalf("acked %d, want %d", r.Acked(), acked)
+				case r.Full() != (len(queue) >= depth):
+					t.Fatalf("full %v with %d of %d", r.Full(), len(queue), depth)
+				case r.Rate() < 0 || math.IsNaN(r.Rate()) || math.IsInf(r.Rate(), 0):
+					t.Fatalf("rate %v", r.Rate())
+				}
+			},
+		})
+	})
+}
