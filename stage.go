@@ -256,7 +256,11 @@ func NewStageConn(c *Conn, cfg StageConfig) (*StageConn, error) {
 		c: c, cfg: cfg, pcg: pcg, rng: rand.New(pcg), ctrl: ctrl, ctrlOf: make([]ctrlStage, ctrl.Config().Pending),
 		queue: make(chan Stage, cfg.Queue), stop: make(chan struct{}), done: make(chan struct{}),
 	}
-	c.stages.Store(s)
+	addStats := func(st *Stats) {
+		ss := s.Stats()
+		st.Stages = &ss
+	}
+	c.layerStats.Store(&addStats)
 	if cfg.Shared {
 		go func() {
 			select {

@@ -1,0 +1,133 @@
+// A rail: its connection, its sender core and its lifecycle.
+
+package multirail
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	hs "github.com/multirail/multirail/internal/rail"
+	"github.com/multirail/multirail/internal/sender"
+)
+
+// rail is one path of a Conn: its TCP connection and that connection's
+// two goroutines. After a failure the dialing side reconnects it (attach);
+// each connection is one generation (gen) of the rail.
+type rail struct {
+	idx     int
+	name    string
+	nominal float64
+	// gen, c, br, readerDone and goneAway change only in attach, which
+	// holds rdMu, wmu and Conn.mu; holding any of them is enough to read.
+	gen  uint64
+	c    net.Conn
+	br   *hs.Reader
+	wake chan struct{} // cap 1: work for the writer
+	wmu  sync.Mutex    // held by whoever writes on c
+	w    wstate        // guarded by wmu
+	// ackTimer sends a delayed ACK (eager data, returned credit) unless a
+	// frame of ours carries it first.
+	ackTimer  *time.Timer
+	ackArmed  atomic.Bool
+	ackedOut  atomic.Uint64 // the Received count of the last ACK written
+	creditDue atomic.Bool   // returned credit waits for an ACK
+
+	readerDone chan struct{} // closed when the reader goroutine exits
+	midFrame   atomic.Bool   // the reader has read part of a frame and waits for the rest
+	quietReads uint64        // br.Reads() at the supervisor's last look (supervisor only)
+	quietSince int64         // c.now() since when br.Reads() has not changed (supervisor only)
+	rdMu       sync.Mutex    // held by whoever reads c
+	rs         rstate        // guarded by rdMu
+	bgResume   chan struct{} // cap 1: the reader goroutine may read again
+	pokeMu     sync.Mutex
+	poked      bool // a read deadline was set to interrupt a Recv (guarded by pokeMu)
+
+	// guarded by Conn.mu
+	up       bool
+	peerDone bool // the peer sent GOAWAY on this rail
+	// core is the rail's send queue, its unacknowledged segments, the
+	// dispatch release and the estimators (drain rate, ACK delay, stall
+	// test): the pure per-rail sender core the simulator drives too.
+	core      *sender.Rail[*segment]
+	onAck     func(entry) // c.acked for this rail, made once
+	ackNow    int64       // the time of the ACK being applied
+	notSent   int         // the socket's TCP_NOTSENT_LOWAT
+	attaching bool        // attach is replacing the connection
+	rejoining bool        // a rejoin attempt is running (dialing side)
+	noRejoin  bool        // the peer refused a rejoin: the session is gone there
+	nextTry   int64       // c.now() from which the next rejoin attempt may start
+	backoff   time.Duration
+	rejoins   uint64 // connections that replaced a failed one
+	lastErr   error  // why the rail last failed
+
+	// receive side and counters
+	received atomic.Uint64 // DATA frames received on this rail
+	bytesOut atomic.Uint64
+	segsOut  atomic.Uint64
+	bytesIn  atomic.Uint64
+	segsIn   atomic.Uint64
+	errs     atomic.Uint64
+	down     atomic.Bool   // mirrors !up for lock-free readers
+	goneAway chan struct{} // closed when the writer has sent GOAWAY and exited
+}
+
+func (r *rail) signal() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// railInit is what the handshake hands to newConn for one rail.
+type railInit struct {
+	c       net.Conn
+	name    string
+	nominal float64
+}
+
+func (r *rail) isUp() bool { return !r.down.Load() }
+
+// takeDownLocked takes r's connection out of service after err: it is
+// reset and closed, its writer told to exit, and its unacknowledged and
+// queued segments (in that order) returned. Caller holds c.mu.
+func (r *rail) takeDownLocked(err error) []entry {
+	r.up = false
+	r.down.Store(true)
+	r.errs.Add(1)
+	r.lastErr = err
+	if tc, ok := r.c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0) // reset: what the kernel still holds is sent again
+	}
+	_ = r.c.Close()
+	r.signal() // the writer sees the rail down and exits
+	return r.core.Drain(nil)
+}
+
+// poke interrupts a Recv blocked reading r; see read.
+func (r *rail) poke() {
+	r.pokeMu.Lock()
+	r.poked = true
+	_ = r.c.SetReadDeadline(time.Unix(1, 0))
+	r.pokeMu.Unlock()
+}
+
+// ackDue runs when a delayed ACK's time is up: the writer sends it unless
+// a frame of ours carried it already (then it finds nothing to do). The
+// timer is not stopped when an ACK is piggybacked: one spare wake-up per
+// AckDelay is cheaper than resetting a timer per message.
+func (r *rail) ackDue() {
+	r.ackArmed.Store(false)
+	if r.received.Load() != r.ackedOut.Load() || r.creditDue.Load() {
+		r.signal()
+	}
+}
+
+// delayAck makes sure an ACK goes out within AckDelay unless a frame of
+// ours carries one first.
+func (r *rail) delayAck() {
+	if r.ackArmed.CompareAndSwap(false, true) {
+		r.ackTimer.Reset(AckDelay)
+	}
+}

@@ -1,0 +1,301 @@
+// The reader of a rail: frames decoded, messages reassembled, ACKs applied.
+
+package multirail
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/multirail/multirail/internal/reasm"
+	"github.com/multirail/multirail/internal/wire"
+)
+
+// reader is the rail's reader goroutine: it decodes frames, reassembles
+// messages and processes ACKs. On a single-rail connection a Recv may read
+// in its place (whoever reads holds r.rdMu).
+func (c *Conn) reader(r *rail) {
+	defer c.wg.Done()
+	defer close(r.readerDone)
+	for {
+		if c.goingAway.Load() == 0 && c.recvMayRead() {
+			// A Recv reads this rail itself (see Recv); make sure one is
+			// awake to do so, and wait until they leave the rail to us.
+			c.wakeRecv()
+			select {
+			case <-r.bgResume:
+			case <-c.closed:
+				return
+			}
+			continue
+		}
+		r.rdMu.Lock()
+		err := c.readFrame(r)
+		r.rdMu.Unlock()
+		if err != nil && err != errPoked { // a poke meant for a Recv
+			return
+		}
+	}
+}
+
+// rstate is a rail's read-side state, owned by whoever holds rail.rdMu:
+// the rail's reader goroutine, or a Recv reading the rail itself.
+type rstate struct {
+	hb        [wire.DataHeaderSize]byte
+	body      [wire.MaxControlBody]byte
+	scratch   []byte
+	lastDL    time.Time
+	prompt    bool // a frame the sender waits for is not acknowledged yet
+	sinceAck  int  // bytes received since the last ACK was asked for
+	completed bool
+	done      bool // no more frames: GOAWAY read or the rail failed
+}
+
+// errRailDone says a rail delivers no more frames.
+var errRailDone = errors.New("multirail: rail done")
+
+// errPoked says a read at a frame boundary was interrupted on purpose
+// (a Recv reading the rail itself had its context cancelled).
+var errPoked = errors.New("multirail: read interrupted")
+
+// unpoke reports whether a timeout on r came from poke, and if so undoes
+// it (restores the idle deadline).
+func (c *Conn) unpoke(r *rail) bool {
+	r.pokeMu.Lock()
+	defer r.pokeMu.Unlock()
+	if !r.poked {
+		return false
+	}
+	r.poked = false
+	now := time.Now()
+	_ = r.c.SetReadDeadline(now.Add(c.cfg.IdleTimeout))
+	r.rs.lastDL = now
+	return true
+}
+
+// read fills p from r. An interruption by poke is undone; it is reported
+// as errPoked only at a frame boundary (boundary and nothing read yet),
+// otherwise the read resumes so that no frame is ever cut (the caller
+// checks its context before the next frame). The caller holds r.rdMu.
+func (c *Conn) read(r *rail, p []byte, boundary bool) error {
+	n := 0
+	for {
+		k, err := r.br.ReadFullN(p[n:])
+		n += k
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) || !c.unpoke(r) {
+			return err
+		}
+		if boundary && n == 0 && r.br.Buffered() == 0 {
+			return errPoked
+		}
+	}
+}
+
+// readFail handles a read error on r: a protocol violation closes the
+// connection, anything else takes the rail down.
+func (c *Conn) readFail(r *rail, err error) error {
+	r.rs.done = true
+	if isProtocol(err) {
+		c.protocolError(r, err)
+	} else {
+		c.railDown(r, r.gen, err)
+	}
+	return errRailDone
+}
+
+// readFrame reads one frame from r and processes it: reassembly, ACKs,
+// GOAWAY. It blocks until a frame arrives. The caller holds r.rdMu. After
+// an error (always errRailDone) the rail delivers nothing more; the failure
+// has been dealt with.
+func (c *Conn) readFrame(r *rail) error {
+	rs := &r.rs
+	if rs.done {
+		return errRailDone
+	}
+	lim := c.re.Limits()
+	if now := time.Now(); now.Sub(rs.lastDL) > c.cfg.IdleTimeout/4 {
+		_ = r.c.SetReadDeadline(now.Add(c.cfg.IdleTimeout))
+		rs.lastDL = now
+	}
+	if err := c.read(r, rs.hb[:wire.HeaderSize], true); err != nil {
+		if err == errPoked {
+			return err
+		}
+		return c.readFail(r, err)
+	}
+	r.midFrame.Store(true) // the rest of the frame must follow
+	defer r.midFrame.Store(false)
+	h, err := wire.ParseHeader(rs.hb[:wire.HeaderSize], lim)
+	if err != nil {
+		return c.readFail(r, err)
+	}
+	switch h.Type {
+	case wire.TypeData:
+		return c.readData(r, h, lim)
+	case wire.TypeAck:
+		if err := c.read(r, rs.body[:h.Len], false); err != nil {
+			return c.readFail(r, err)
+		}
+		a, err := wire.ParseAck(rs.body[:h.Len])
+		if err == nil {
+			err = c.ack(r, a)
+		}
+		if err != nil {
+			return c.readFail(r, err)
+		}
+	case wire.TypePing:
+	case wire.TypeGoAway:
+		if err := c.read(r, rs.body[:h.Len], false); err != nil {
+			return c.readFail(r, err)
+		}
+		code, _ := wire.ParseGoAway(rs.body[:h.Len])
+		if code == wire.GoAwayProtocol {
+			c.log.Warn("peer closed the connection: it saw a protocol violation", "rail", r.name)
+		}
+		// The peer writes GOAWAY last on every rail: this rail is done.
+		// The peer is gone once every rail is done or down.
+		rs.done = true
+		c.mu.Lock()
+		r.peerDone = true
+		gone := c.peerGoneLocked()
+		c.mu.Unlock()
+		if gone {
+			c.peerClosed()
+		}
+		return errRailDone
+	default:
+		return c.readFail(r, fmt.Errorf("%w: frame type %#x after the handshake", wire.ErrMalformed, h.Type))
+	}
+	return nil
+}
+
+// readData reads the rest of a DATA frame into its message and decides
+// when to acknowledge.
+func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits) error {
+	rs := &r.rs
+	if err := c.read(r, rs.hb[wire.HeaderSize:], false); err != nil {
+		return c.readFail(r, err)
+	}
+	d, err := wire.ParseData(h, rs.hb[wire.HeaderSize:], lim)
+	if err == nil && d.Session != c.sid {
+		err = fmt.Errorf("%w: segment for session %x on session %x", wire.ErrMalformed, d.Session, c.sid)
+	}
+	if err != nil {
+		return c.readFail(r, err)
+	}
+	c.rmu.Lock()
+	dst, verdict, err := c.re.Begin(d)
+	c.rmu.Unlock()
+	if err != nil {
+		return c.readFail(r, err)
+	}
+	switch verdict {
+	case reasm.Write:
+		err = c.read(r, dst, false)
+		if err == nil && d.Flags&wire.FlagCRC != 0 && wire.Checksum(dst) != d.CRC {
+			err = fmt.Errorf("%w: checksum mismatch in message %d at %d", wire.ErrMalformed, d.Message, d.Offset)
+		}
+		c.rmu.Lock()
+		if err != nil {
+			c.re.Abort(d)
+		} else {
+			rs.completed = c.re.Commit(d)
+		}
+		c.notifyRecvLocked()
+		c.rmu.Unlock()
+		if err != nil {
+			return c.readFail(r, err)
+		}
+		r.bytesIn.Add(uint64(d.Len))
+	case reasm.Discard, reasm.Hold:
+		if cap(rs.scratch) < int(d.Len) {
+			rs.scratch = make([]byte, d.Len)
+		}
+		p := rs.scratch[:d.Len]
+		if err := c.read(r, p, false); err != nil {
+			return c.readFail(r, err)
+		}
+		if verdict == reasm.Hold {
+			c.rmu.Lock()
+			c.re.Offer(d, p)
+			c.notifyRecvLocked()
+			c.rmu.Unlock()
+		}
+	}
+	r.br.LookAhead(int(d.Len))
+	r.segsIn.Add(1)
+	r.received.Add(1)
+	eager := d.Flags&wire.FlagEager != 0
+	rs.prompt = rs.prompt || !eager
+	rs.sinceAck += int(d.Len) + wire.DataHeaderSize
+	switch {
+	case rs.completed && !eager:
+		// The sender waits for every segment of this message, whichever
+		// rail carried it.
+		for _, x := range c.rails {
+			x.signal()
+		}
+		rs.prompt, rs.sinceAck = false, 0
+	case r.br.Buffered() == 0 || rs.sinceAck >= ackEvery:
+		if rs.prompt || rs.sinceAck >= ackEvery {
+			r.signal()
+		} else {
+			r.delayAck()
+		}
+		rs.prompt, rs.sinceAck = false, 0
+	}
+	rs.completed = false
+	return nil
+}
+
+// ackEvery is how many received bytes make a rail acknowledge even while
+// more data is arriving back to back.
+const ackEvery = 256 << 10
+
+// ack applies an ACK received on r.
+func (c *Conn) ack(r *rail, a wire.Ack) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !r.up {
+		return nil // its segments were handed to other rails already
+	}
+	if a.Received != r.core.Acked() {
+		now := c.now()
+		if c.observer != nil {
+			c.fillStates()
+		}
+		r.ackNow = now
+		bytes, err := r.core.AckTo(now, a.Received, r.onAck)
+		if err != nil {
+			return fmt.Errorf("%w: rail %s: %v", ErrProtocol, r.name, err)
+		}
+		if bytes > 0 {
+			c.adaptNotSent(r, now)
+		}
+	}
+	if a.Credit > c.peerCredit {
+		c.peerCredit = a.Credit
+		c.broadcast()
+	}
+	return nil
+}
+
+// acked completes segment e of rail r, which the peer acknowledged at
+// r.ackNow. Caller holds c.mu.
+func (c *Conn) acked(r *rail, e entry) {
+	s := e.Seg
+	if c.observer != nil {
+		c.observer.Delivered(r.ackNow, r.idx, e.Size, r.ackNow-e.Enq, c.states)
+	}
+	if m := s.msg; m != nil {
+		m.remaining--
+		if m.remaining == 0 {
+			close(m.done)
+		}
+	}
+	putSeg(s)
+}

@@ -1,0 +1,301 @@
+// Sending: Send cuts messages into segments, the scheduler picks a rail for each, and the dispatch timer releases queues.
+
+package multirail
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/multirail/multirail/internal/reasm"
+	"github.com/multirail/multirail/internal/sender"
+	"github.com/multirail/multirail/internal/wire"
+)
+
+// outMsg is one message being sent.
+type outMsg struct {
+	remaining int // segments not yet acknowledged (guarded by Conn.mu)
+	done      chan struct{}
+}
+
+// segment is one DATA frame queued or in flight on a rail.
+type segment struct {
+	hdr     [wire.DataHeaderSize]byte
+	payload []byte
+	msg     *outMsg
+	owned   *[]byte // the eager copy of the payload, returned to eagerPool on ACK
+}
+
+// wireSize is the segment's size on the wire.
+func (s *segment) wireSize() int { return len(s.payload) + wire.DataHeaderSize }
+
+// entry is a segment in a rail's sender core, with when it was queued and
+// written (ns since the connection started).
+type entry = sender.Entry[*segment]
+
+// eagerPool holds copies of eager messages until they are acknowledged.
+var eagerPool = sync.Pool{New: func() any { b := make([]byte, 0, DefaultEagerLimit); return &b }}
+
+var segPool = sync.Pool{New: func() any { return new(segment) }}
+
+// dispatchTicker starts the dispatch timer and returns its channel and a
+// function that stops it. Tests replace it to tick by hand.
+var dispatchTicker = func(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
+
+// dispatcher is the dispatch timer of Config.DispatchInterval: at every
+// tick it releases everything queued on each rail to the rail's writer,
+// which takes nothing else from its queue (see writeBatch). Segments queued
+// after the tick wait for the next one.
+func (c *Conn) dispatcher(tick <-chan time.Time, stop func()) {
+	defer c.wg.Done()
+	defer stop()
+	for {
+		select {
+		case <-tick:
+		case <-c.closed:
+			return
+		}
+		var due uint64 // rails with something released; MaxRails <= 64
+		c.mu.Lock()
+		c.ticks++
+		for i, r := range c.rails {
+			if r.core.Tick() > 0 {
+				due |= 1 << i
+			}
+		}
+		c.mu.Unlock()
+		for i, r := range c.rails {
+			if due&(1<<i) != 0 {
+				r.signal()
+			}
+		}
+	}
+}
+
+// dispatched reports whether segments leave the queues on the dispatch
+// timer rather than continuously.
+func (c *Conn) dispatched() bool { return c.cfg.DispatchInterval > 0 }
+
+// pickLocked asks the scheduler for a rail for a segment of size bytes and
+// records the choice in c.recent. It returns -1 when the scheduler
+// declined or returned a rail that cannot be used. Caller holds c.mu.
+func (c *Conn) pickLocked(size int) int {
+	c.fillStates()
+	i := c.sch.Pick(c.now(), size, c.states)
+	if i < 0 || i >= len(c.rails) || !c.rails[i].up {
+		return -1 // a scheduler bug must not wedge the connection
+	}
+	c.recent[c.picks%RecentChoices] = uint8(i)
+	c.picks++
+	return i
+}
+
+// fillStates refreshes c.states. Caller holds c.mu.
+func (c *Conn) fillStates() {
+	for i, r := range c.rails {
+		st := &c.states[i]
+		st.Up = r.up
+		r.core.Fill(st)
+	}
+}
+
+// Send sends msg with tag. Messages with the same tag are received in the
+// order their Sends started; concurrent Sends pipeline.
+//
+// A message of at most Config.EagerLimit bytes is copied and Send returns
+// once it is handed to a rail (MPI's eager protocol). A larger message is
+// written from msg without copying, and Send returns once the peer holds
+// all of it; msg must not be modified before then.
+//
+// ctx bounds the wait for the peer's flow-control credit. Once a large
+// message has been handed to the rails, cancelling ctx makes Send return
+// ctx's error, but the message stays in flight and will be delivered unless
+// the connection fails; msg must then not be modified before Close.
+func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
+	released := false
+	if int64(len(msg)) > c.cfg.MaxMessageSize {
+		return fmt.Errorf("%w: %d bytes, MaxMessageSize is %d", ErrTooLarge, len(msg), c.cfg.MaxMessageSize)
+	}
+	cost := reasm.Cost(uint64(len(msg)))
+	if uint64(len(msg)) > c.peerMax || cost > c.peerWindow {
+		return fmt.Errorf("%w: %d bytes, the peer accepts at most %d", ErrTooLarge, len(msg), min(c.peerMax, c.peerWindow-reasm.Overhead))
+	}
+	eager := len(msg) <= c.cfg.EagerLimit
+	if !eager {
+		// Large messages are queued one after the other, so that they
+		// complete one after the other and the rails never idle while all
+		// of them wait for their last segments. Eager messages slip in
+		// between.
+		select {
+		case c.enqueuing <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.closed:
+			return c.closedErr()
+		}
+		defer func() {
+			if !released {
+				<-c.enqueuing
+			}
+		}()
+	}
+	c.mu.Lock()
+	for c.usedCredit+cost > c.peerCredit {
+		ch := c.changedLocked()
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.closed:
+			return c.closedErr()
+		}
+		c.mu.Lock()
+	}
+	if err := c.closedErrNonBlocking(); err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	c.usedCredit += cost
+	id := c.nextID
+	c.nextID++
+	seg := c.cfg.SegmentSize
+	n := 1
+	if len(msg) > 0 {
+		n = (len(msg) + seg - 1) / seg
+	}
+	var om *outMsg // nil for eager messages: nobody waits for them
+	if !eager {
+		om = &outMsg{remaining: n, done: make(chan struct{})}
+	}
+	var last *rail
+	flags := uint8(0)
+	if c.cfg.Checksum {
+		flags = wire.FlagCRC
+	}
+	if eager {
+		flags |= wire.FlagEager
+	}
+	for off := 0; off < len(msg) || off == 0; off += seg {
+		end := min(off+seg, len(msg))
+		s := segPool.Get().(*segment)
+		s.payload = msg[off:end]
+		if eager {
+			var b *[]byte
+			if len(msg) <= DefaultEagerLimit {
+				b = eagerPool.Get().(*[]byte)
+			} else {
+				nb := make([]byte, 0, len(msg))
+				b = &nb
+			}
+			*b = append((*b)[:0], msg...)
+			s.owned, s.payload = b, *b
+		}
+		s.msg = om
+		d := wire.Data{Flags: flags, Session: c.sid, Message: id, Tag: tag, Total: uint64(len(msg)), Offset: uint64(off), Len: uint32(end - off)}
+		if c.cfg.Checksum {
+			d.CRC = wire.Checksum(s.payload)
+		}
+		wire.PutData(s.hdr[:], d)
+		r, err := c.enqueueLocked(s, n == 1) // a single segment is flushed below
+		if err != nil {
+			c.mu.Unlock()
+			return err
+		}
+		last = r
+		if end == len(msg) {
+			break
+		}
+	}
+	c.sentMsgs++
+	// On the dispatch timer the segments wait for the next tick.
+	continuous := !c.dispatched()
+	idle := continuous && n == 1 && last.core.Len() == 1
+	c.mu.Unlock()
+	if !eager {
+		<-c.enqueuing
+		released = true
+	}
+	if idle {
+		// A one-segment message on an idle rail goes out from here,
+		// without a goroutine hop.
+		c.tryFlush(last, false)
+	} else if continuous && n == 1 {
+		last.signal()
+	}
+	if eager {
+		return nil
+	}
+	select {
+	case <-om.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.closed:
+		select {
+		case <-om.done:
+			return nil
+		default:
+		}
+		return c.closedErr()
+	}
+}
+
+// enqueueLocked asks the scheduler for a rail and queues s on it. When the
+// chosen rail is full it waits (with c.mu released) for room on that rail,
+// as the scheduler decided; when no rail is acceptable it waits for any
+// change and asks again.
+//
+// It returns the rail used. Unless inline, the rail's writer is signalled
+// (on the dispatch timer it is not: the next tick does it); inline callers
+// write the segment themselves (tryFlush).
+func (c *Conn) enqueueLocked(s *segment, inline bool) (*rail, error) {
+	size := len(s.payload) + wire.DataHeaderSize
+	chosen := -1
+	for {
+		if err := c.closedErrNonBlocking(); err != nil {
+			return nil, err
+		}
+		if c.goingAway.Load() != 0 {
+			return nil, c.closedErr()
+		}
+		if chosen < 0 || !c.rails[chosen].up {
+			chosen = c.pickLocked(size)
+		}
+		if chosen >= 0 && !c.rails[chosen].core.Full() {
+			r := c.rails[chosen]
+			c.push(r, s)
+			if !inline && !c.dispatched() {
+				r.signal()
+			}
+			return r, nil
+		}
+		if !c.anyUp() {
+			return nil, ErrAllRailsDown
+		}
+		ch := c.changedLocked()
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-c.closed:
+		}
+		c.mu.Lock()
+	}
+}
+
+// push queues s on r. Caller holds c.mu.
+func (c *Conn) push(r *rail, s *segment) {
+	r.core.Push(c.now(), s, s.wireSize())
+}
+
+func putSeg(s *segment) {
+	if s.owned != nil && cap(*s.owned) == DefaultEagerLimit {
+		eagerPool.Put(s.owned)
+	}
+	s.payload, s.msg, s.owned = nil, nil, nil
+	segPool.Put(s)
+}

@@ -1,0 +1,161 @@
+// Telemetry: Conn.Stats.
+
+package multirail
+
+import "time"
+
+// RecentChoices is how many of the scheduler's latest rail choices
+// Stats reports (SchedulerStats.Recent).
+const RecentChoices = 64
+
+// RailStats is one rail's telemetry.
+type RailStats struct {
+	Name string
+	Up   bool
+	// BytesSent and SegmentsSent count DATA frames written (headers
+	// included in bytes); BytesReceived counts payload bytes received.
+	BytesSent, SegmentsSent         uint64
+	BytesReceived, SegmentsReceived uint64
+	// Queued and QueuedBytes are the rail's send-queue length now.
+	Queued      int
+	QueuedBytes int64
+	// InFlight is the number of segments written on the rail and not yet
+	// acknowledged by the peer.
+	InFlight int
+	// LastWait is the queueing delay of the last segment that left the
+	// queue; LastWaitSegments is the same in units of one segment's
+	// transmission time (wait_time), 0 while the rate is unknown.
+	LastWait         time.Duration
+	LastWaitSegments float64
+	// RateBps is the rail's delivery rate, bits/s, measured from
+	// acknowledged bytes while the rail had a backlog; 0 until measured.
+	RateBps float64
+	// Errors counts failures seen on the rail.
+	Errors uint64
+	// Rejoins counts the times a new TCP connection replaced the rail's
+	// failed one (see Config.RailTimeout).
+	Rejoins uint64
+	// LastError says why the rail last failed; empty if it never did.
+	LastError string
+	// Level is the scheduler's current state level for the rail (k_i in
+	// 0..k-1 for the Q-learning schedulers) and Value the scheduler's value
+	// of sending the next segment there (higher is preferred; the unit
+	// depends on the scheduler), both from sched.Explainer. A scheduler
+	// that does not implement sched.Explainer has no such state: Level is
+	// then -1 and Value 0 (see SchedulerStats.Explains).
+	Level int
+	Value float64
+	// RecentShare is the rail's share, 0..1, of the rail choices in
+	// SchedulerStats.Recent; 0 before the first choice.
+	RecentShare float64
+}
+
+// SchedulerStats describes the scheduler of this side's sends and what it
+// decided lately.
+type SchedulerStats struct {
+	// Name is the scheduler's registry name (Config.Scheduler).
+	Name string
+	// Explains reports whether the scheduler implements sched.Explainer,
+	// that is whether RailStats.Level and Value are meaningful.
+	Explains bool
+	// Decisions counts the scheduler's decisions: its own count when it
+	// implements sched.Explainer, otherwise the rail choices the
+	// transport recorded (one per segment queued, plus one per segment
+	// moved off a failed rail). Explorations counts the decisions that
+	// deliberately did not take the best-valued rail; it is 0 for
+	// schedulers that do not implement sched.Explainer.
+	Decisions, Explorations uint64
+	// Recent is the last RecentChoices (64) rails chosen by the
+	// scheduler, oldest first (fewer before that many choices were made).
+	// The transport records them itself, so they are there for every
+	// scheduler.
+	Recent []int
+}
+
+// Stats is a snapshot of a connection's telemetry.
+type Stats struct {
+	// Scheduler is the scheduler of this side's sends.
+	Scheduler SchedulerStats
+	// Rails has one entry per rail, in Config.Rails order.
+	Rails []RailStats
+	// MessagesSent and MessagesReceived count whole messages.
+	MessagesSent     uint64
+	MessagesReceived uint64
+	// ReassemblyBytes is the message bytes held for the application now.
+	ReassemblyBytes int64
+	// CreditAvailable is how many bytes of message cost the peer currently
+	// lets this side start.
+	CreditAvailable uint64
+	// DispatchTicks counts the dispatch timer's ticks so far; 0 when
+	// Config.DispatchInterval is 0 (continuous dispatch).
+	DispatchTicks uint64
+	// Stages is the telemetry of the StageConn running over this
+	// connection, nil if there is none.
+	Stages *StageStats
+}
+
+// Stats returns a snapshot of the connection's telemetry. With a scheduler
+// that implements sched.Explainer it calls Explain, under the lock that
+// serialises the scheduler's calls.
+func (c *Conn) Stats() Stats {
+	var st Stats
+	if f := c.layerStats.Load(); f != nil {
+		(*f)(&st)
+	}
+	c.mu.Lock()
+	st.Scheduler.Name = c.sch.Name()
+	st.MessagesSent = c.sentMsgs
+	st.MessagesReceived = c.recvMsgs.Load()
+	st.CreditAvailable = c.peerCredit - c.usedCredit
+	st.DispatchTicks = c.ticks
+	x := &c.explain
+	if c.explainer != nil {
+		c.explainer.Explain(x)
+		st.Scheduler.Explains = true
+		st.Scheduler.Decisions, st.Scheduler.Explorations = x.Decisions, x.Explorations
+	} else {
+		st.Scheduler.Decisions = c.picks
+	}
+	n := min(c.picks, RecentChoices)
+	st.Scheduler.Recent = make([]int, 0, n)
+	counts := make([]int, len(c.rails))
+	for p := c.picks - n; p < c.picks; p++ {
+		i := int(c.recent[p%RecentChoices])
+		st.Scheduler.Recent = append(st.Scheduler.Recent, i)
+		counts[i]++
+	}
+	for i, r := range c.rails {
+		rs := RailStats{
+			Name: r.name, Up: r.up,
+			BytesSent: r.bytesOut.Load(), SegmentsSent: r.segsOut.Load(),
+			BytesReceived: r.bytesIn.Load(), SegmentsReceived: r.segsIn.Load(),
+			Queued: r.core.Len(), QueuedBytes: r.core.QueuedBytes(), InFlight: r.core.InFlight(),
+			LastWait: time.Duration(r.core.LastWait()), RateBps: r.core.Rate(), Errors: r.errs.Load(), Rejoins: r.rejoins,
+			Level: -1,
+		}
+		if r.lastErr != nil {
+			rs.LastError = r.lastErr.Error()
+		}
+		if rate := r.core.Rate(); rate > 0 {
+			segTime := float64(c.cfg.SegmentSize) * 8 / rate * 1e9
+			rs.LastWaitSegments = float64(r.core.LastWait()) / segTime
+		}
+		if c.explainer != nil {
+			if i < len(x.Levels) {
+				rs.Level = x.Levels[i]
+			}
+			if i < len(x.Values) {
+				rs.Value = x.Values[i]
+			}
+		}
+		if n > 0 {
+			rs.RecentShare = float64(counts[i]) / float64(n)
+		}
+		st.Rails = append(st.Rails, rs)
+	}
+	c.mu.Unlock()
+	c.rmu.Lock()
+	st.ReassemblyBytes = c.re.Held()
+	c.rmu.Unlock()
+	return st
+}

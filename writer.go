@@ -1,0 +1,253 @@
+// The writer of a rail: batches of queued segments and control frames in one writev.
+
+package multirail
+
+import (
+	"errors"
+	"net"
+	"time"
+
+	hs "github.com/multirail/multirail/internal/rail"
+	"github.com/multirail/multirail/internal/wire"
+)
+
+// The kernel holds about kernelAhead worth of a rail's rate unsent
+// (TCP_NOTSENT_LOWAT), within [minNotSent, maxNotSent]; one writev takes
+// half of that from the queue. Slow rails thus keep their backlog in the
+// rail's own queue, where the scheduler sees it, while fast rails get
+// large writes and few system calls.
+const (
+	kernelAhead = 2 * time.Millisecond
+	minNotSent  = 128 << 10
+	maxNotSent  = 4 << 20
+)
+
+// smallPayload is the largest payload copied into a write's contiguous
+// run instead of getting an iovec of its own.
+const smallPayload = 2 << 10
+
+// notSentFor is the unsent-bytes bound for a rail of rate bits/s.
+func notSentFor(rate float64, seg int) int {
+	return min(maxNotSent, max(minNotSent, 2*seg, int(rate/8*kernelAhead.Seconds())))
+}
+
+// wstate is a rail's write-side state, owned by whoever holds rail.wmu:
+// the rail's writer goroutine, or a Send or reader taking a fast path.
+type wstate struct {
+	batch     []entry
+	iov       net.Buffers
+	wv        net.Buffers
+	run       []byte // contiguous bytes of a write: control, headers, small payloads
+	ctl       []byte
+	ackSent   uint64
+	creditOut uint64
+	pingDue   bool
+	wrote     bool
+	draining  bool // closing: write what is queued, then GOAWAY
+}
+
+// writeBatch writes pending control frames (ACK with credit, PING) and,
+// unless ctlOnly, up to maxBatch bytes of r's queue, in one writev. On the
+// dispatch timer it takes only segments released by a tick (all of them
+// once Close is draining). It returns the number of frames written (0:
+// nothing was pending). The caller holds r.wmu.
+func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
+	w := &r.w
+	if code := c.goingAway.Load(); code != 0 && !w.draining {
+		return 0, errGoingAway
+	}
+	w.batch = w.batch[:0]
+	n := 0
+	if !ctlOnly {
+		c.mu.Lock()
+		if !r.up {
+			c.mu.Unlock()
+			return 0, net.ErrClosed
+		}
+		now := c.now()
+		maxBatch := max(r.notSent/2, c.cfg.SegmentSize)
+		limit := r.core.Sendable()
+		if w.draining {
+			limit = r.core.Len()
+		}
+		for len(w.batch) < limit && (n == 0 || n+r.core.Front().Size <= maxBatch) {
+			e := r.core.Take(now)
+			n += e.Size
+			w.batch = append(w.batch, e)
+		}
+		if len(w.batch) > 0 {
+			c.fillStates()
+			for _, e := range w.batch {
+				c.sch.Departed(now, r.idx, e.Size, now-e.Enq, c.states)
+			}
+			c.broadcast()
+		}
+		c.mu.Unlock()
+	}
+	w.ctl = w.ctl[:0]
+	c.rmu.Lock()
+	credit := c.re.Granted()
+	c.rmu.Unlock()
+	if got := r.received.Load(); got != w.ackSent || credit != w.creditOut {
+		w.ackSent, w.creditOut = got, credit
+		w.ctl = wire.AppendAck(w.ctl, wire.Ack{Received: got, Credit: credit})
+		r.ackedOut.Store(got)
+		r.creditDue.Store(false)
+	}
+	if w.pingDue && len(w.ctl) == 0 && len(w.batch) == 0 {
+		w.ctl = wire.AppendPing(w.ctl)
+	}
+	w.pingDue = false
+	if len(w.batch) == 0 && len(w.ctl) == 0 {
+		return 0, nil
+	}
+	// Control frames, headers and small payloads are copied into one
+	// contiguous run (a copy of a few bytes is cheaper than an iovec);
+	// large payloads are written from the caller's memory.
+	iov := w.iov[:0]
+	size := len(w.ctl)
+	for _, e := range w.batch {
+		s := e.Seg
+		size += len(s.hdr)
+		if len(s.payload) <= smallPayload {
+			size += len(s.payload)
+		}
+	}
+	if cap(w.run) < size {
+		w.run = make([]byte, 0, size) // appends below then never move it
+	}
+	run := append(w.run[:0], w.ctl...) // control frames first
+	for _, e := range w.batch {
+		s := e.Seg
+		run = append(run, s.hdr[:]...)
+		if len(s.payload) <= smallPayload {
+			run = append(run, s.payload...)
+			continue
+		}
+		iov = append(iov, run, s.payload)
+		run = run[len(run):] // the next run continues in the same buffer
+	}
+	if len(run) > 0 {
+		iov = append(iov, run)
+	}
+	w.iov = iov
+	var err error
+	if len(iov) == 1 {
+		_, err = r.c.Write(iov[0])
+	} else {
+		w.wv = iov // WriteTo consumes w.wv (a field, so nothing escapes), not w.iov
+		_, err = w.wv.WriteTo(r.c)
+	}
+	clear(w.iov)
+	w.wrote = true
+	if err != nil {
+		return 0, err
+	}
+	if n > 0 {
+		r.bytesOut.Add(uint64(n))
+		r.segsOut.Add(uint64(len(w.batch)))
+	}
+	frames := len(w.batch)
+	if len(w.ctl) > 0 {
+		frames++
+	}
+	return frames, nil
+}
+
+var errGoingAway = errors.New("multirail: closing")
+
+// flush writes until nothing is pending. ctlOnly limits it to control
+// frames. The caller holds r.wmu.
+func (c *Conn) flush(r *rail, ctlOnly bool) error {
+	for {
+		n, err := c.writeBatch(r, ctlOnly)
+		if err != nil || n == 0 {
+			return err
+		}
+	}
+}
+
+// tryFlush writes r's pending frames from the calling goroutine if no one
+// else is writing on r, and otherwise leaves them to whoever is (the
+// writer goroutine is signalled, so nothing waits for a wake-up that never
+// comes).
+func (c *Conn) tryFlush(r *rail, ctlOnly bool) {
+	if !r.wmu.TryLock() {
+		r.signal()
+		return
+	}
+	gen := r.gen
+	_, err := c.writeBatch(r, ctlOnly)
+	pending := r.received.Load() != r.w.ackSent
+	c.mu.Lock()
+	pending = pending || r.core.Sendable() > 0
+	c.mu.Unlock()
+	r.wmu.Unlock()
+	if err != nil && !errors.Is(err, errGoingAway) {
+		c.railDown(r, gen, err)
+		return
+	}
+	if pending {
+		r.signal() // what is left goes to the writer goroutine
+	}
+}
+
+// writer is the rail's writer goroutine: it drains the send queue with
+// scatter-gather writes and sends ACKs, credit and pings. Fast paths may
+// write in its place while holding r.wmu.
+func (c *Conn) writer(r *rail, gen uint64) {
+	defer c.wg.Done()
+	defer close(r.goneAway)
+	ping := time.NewTicker(c.cfg.IdleTimeout / 3)
+	defer ping.Stop()
+	for {
+		pinging := false
+		select {
+		case <-r.wake:
+		case <-ping.C:
+			pinging = true
+		case <-c.closed:
+			return
+		}
+		r.wmu.Lock()
+		if pinging {
+			r.w.pingDue = !r.w.wrote
+			r.w.wrote = false
+		}
+		err := c.flush(r, false)
+		if errors.Is(err, errGoingAway) {
+			code := uint16(c.goingAway.Load() - 1)
+			_ = r.c.SetWriteDeadline(time.Now().Add(closeLinger))
+			if code == wire.GoAwayClose {
+				r.w.draining = true
+				err = c.flush(r, false)
+			}
+			if err == nil || errors.Is(err, errGoingAway) {
+				_, _ = r.c.Write(wire.AppendGoAway(nil, code))
+				if cw, ok := r.c.(interface{ CloseWrite() error }); ok {
+					_ = cw.CloseWrite() // the peer reads to here, then closes
+				}
+			}
+			r.wmu.Unlock()
+			return
+		}
+		r.wmu.Unlock()
+		if err != nil {
+			c.railDown(r, gen, err)
+			return
+		}
+	}
+}
+
+// rateWindow is the shortest interval a delivery-rate sample spans.
+const rateWindow = 20 * time.Millisecond
+
+// adaptNotSent adapts the socket's unsent bound to r's drain-rate
+// estimate, in steps of at least a factor of two. Caller holds c.mu.
+func (c *Conn) adaptNotSent(r *rail, now int64) {
+	if want := notSentFor(r.core.Rate(), c.cfg.SegmentSize); want >= 2*r.notSent || 2*want <= r.notSent {
+		r.notSent = want
+		hs.SetNotSent(r.c, want)
+		r.core.SetPipe(now, int64(want))
+	}
+}
