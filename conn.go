@@ -153,7 +153,7 @@ func newConn(cfg config, session [16]byte, rails []railInit, peer peerParams, sc
 	c.graceTimer = time.AfterFunc(time.Hour, c.graceOver)
 	c.graceTimer.Stop()
 	for i, ri := range rails {
-		r := &rail{idx: i, name: ri.name, nominal: ri.nominal, c: ri.c, up: true,
+		r := &rail{idx: i, name: ri.name, nominal: ri.nominal, c: ri.c, life: lifecycle{phase: phaseUp},
 			br: hs.NewReader(ri.c, 64<<10), wake: make(chan struct{}, 1), goneAway: make(chan struct{}), readerDone: make(chan struct{}), bgResume: make(chan struct{}, 1)}
 		r.notSent = notSentFor(0, cfg.SegmentSize)
 		hs.Tune(ri.c, r.notSent)
@@ -304,7 +304,7 @@ func (c *Conn) shutdown(err error, goAway bool) {
 		for _, r := range c.rails {
 			// Segments are left to the garbage collector, not the pool: a
 			// writer may still hold them.
-			r.up = false
+			r.life.close()
 			r.down.Store(true)
 			r.ackTimer.Stop()
 			r.core.Drain(nil)

@@ -12,7 +12,7 @@ import (
 
 func (c *Conn) anyUp() bool {
 	for _, r := range c.rails {
-		if r.up {
+		if r.life.up() {
 			return true
 		}
 	}
@@ -25,7 +25,7 @@ func (c *Conn) anyUp() bool {
 // rail left the connection fails.
 func (c *Conn) railDown(r *rail, gen uint64, err error) {
 	c.mu.Lock()
-	if !r.up || r.gen != gen {
+	if !r.life.up() || r.gen != gen {
 		c.mu.Unlock()
 		return
 	}
@@ -80,7 +80,7 @@ func (c *Conn) resendLocked(segs []entry) {
 // peer's GOAWAY. Caller holds c.mu.
 func (c *Conn) peerGoneLocked() bool {
 	for _, r := range c.rails {
-		if r.up && !r.peerDone {
+		if r.life.up() && !r.life.peerDone {
 			return false
 		}
 	}
@@ -89,7 +89,7 @@ func (c *Conn) peerGoneLocked() bool {
 
 func (c *Conn) anyPeerDone() bool {
 	for _, r := range c.rails {
-		if r.peerDone {
+		if r.life.peerDone {
 			return true
 		}
 	}
@@ -114,7 +114,7 @@ func (c *Conn) peerClosed() {
 
 func (c *Conn) firstUp() int {
 	for i, r := range c.rails {
-		if r.up {
+		if r.life.up() {
 			return i
 		}
 	}

@@ -45,22 +45,18 @@ type rail struct {
 	poked      bool // a read deadline was set to interrupt a Recv (guarded by pokeMu)
 
 	// guarded by Conn.mu
-	up       bool
-	peerDone bool // the peer sent GOAWAY on this rail
+	life lifecycle // see railstate.go
 	// core is the rail's send queue, its unacknowledged segments, the
 	// dispatch release and the estimators (drain rate, ACK delay, stall
 	// test): the pure per-rail sender core the simulator drives too.
-	core      *sender.Rail[*segment]
-	onAck     func(entry) // c.acked for this rail, made once
-	ackNow    int64       // the time of the ACK being applied
-	notSent   int         // the socket's TCP_NOTSENT_LOWAT
-	attaching bool        // attach is replacing the connection
-	rejoining bool        // a rejoin attempt is running (dialing side)
-	noRejoin  bool        // the peer refused a rejoin: the session is gone there
-	nextTry   int64       // c.now() from which the next rejoin attempt may start
-	backoff   time.Duration
-	rejoins   uint64 // connections that replaced a failed one
-	lastErr   error  // why the rail last failed
+	core    *sender.Rail[*segment]
+	onAck   func(entry) // c.acked for this rail, made once
+	ackNow  int64       // the time of the ACK being applied
+	notSent int         // the socket's TCP_NOTSENT_LOWAT
+	nextTry int64       // c.now() from which the next rejoin attempt may start
+	backoff time.Duration
+	rejoins uint64 // connections that replaced a failed one
+	lastErr error  // why the rail last failed
 
 	// receive side and counters
 	received atomic.Uint64 // DATA frames received on this rail
@@ -69,7 +65,7 @@ type rail struct {
 	bytesIn  atomic.Uint64
 	segsIn   atomic.Uint64
 	errs     atomic.Uint64
-	down     atomic.Bool   // mirrors !up for lock-free readers
+	down     atomic.Bool   // mirrors !life.up() for lock-free readers
 	goneAway chan struct{} // closed when the writer has sent GOAWAY and exited
 }
 
@@ -93,7 +89,7 @@ func (r *rail) isUp() bool { return !r.down.Load() }
 // reset and closed, its writer told to exit, and its unacknowledged and
 // queued segments (in that order) returned. Caller holds c.mu.
 func (r *rail) takeDownLocked(err error) []entry {
-	r.up = false
+	r.life.fail()
 	r.down.Store(true)
 	r.errs.Add(1)
 	r.lastErr = err

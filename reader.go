@@ -160,7 +160,7 @@ func (c *Conn) readFrame(r *rail) error {
 		// The peer is gone once every rail is done or down.
 		rs.done = true
 		c.mu.Lock()
-		r.peerDone = true
+		r.life.goAway()
 		gone := c.peerGoneLocked()
 		c.mu.Unlock()
 		if gone {
@@ -260,7 +260,7 @@ const ackEvery = 256 << 10
 func (c *Conn) ack(r *rail, a wire.Ack) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !r.up {
+	if !r.life.up() {
 		return nil // its segments were handed to other rails already
 	}
 	if a.Received != r.core.Acked() {

@@ -62,7 +62,7 @@ func (c *Conn) supervise() {
 		}
 		now := c.now()
 		for _, r := range c.rails {
-			if !r.up {
+			if !r.life.up() {
 				continue
 			}
 			if n := r.br.Reads(); n != r.quietReads || !r.midFrame.Load() {
@@ -93,8 +93,7 @@ func (c *Conn) supervise() {
 		}
 		if c.hooks.redial != nil {
 			for _, r := range c.rails {
-				if !r.up && !r.rejoining && !r.noRejoin && !r.peerDone && now >= r.nextTry {
-					r.rejoining = true
+				if now >= r.nextTry && r.life.startRejoin() {
 					c.wg.Add(1) // c.wg counts this goroutine: no race with Close's Wait
 					go c.rejoin(r)
 				}
@@ -120,8 +119,10 @@ func (c *Conn) rejoin(r *rail) {
 			_ = nc.Close()
 		}
 	}
+	var rj *hs.RejectedError
+	refused := err != nil && errors.As(err, &rj) && rj.Code == wire.RejectSession // the peer no longer has the session
 	c.mu.Lock()
-	r.rejoining = false
+	r.life.endRejoin(refused)
 	if err == nil {
 		r.backoff = 0
 		c.mu.Unlock()
@@ -130,11 +131,7 @@ func (c *Conn) rejoin(r *rail) {
 	}
 	r.backoff = min(max(2*r.backoff, minBackoff), maxBackoff)
 	r.nextTry = c.now() + int64(r.backoff)
-	var rj *hs.RejectedError
-	if errors.As(err, &rj) && rj.Code == wire.RejectSession {
-		r.noRejoin = true // the peer no longer has the session
-	}
-	give, backoff := r.noRejoin, r.backoff
+	give, backoff := r.life.refused, r.backoff
 	c.mu.Unlock()
 	if give {
 		c.log.Warn("rail rejoin refused; not retrying", "rail", r.name, "err", err)
@@ -147,9 +144,6 @@ func (c *Conn) rejoin(r *rail) {
 // before this side noticed it had failed.
 var errReplaced = errors.New("multirail: the peer reconnected the rail")
 
-// errAttaching means a rail is already being reconnected.
-var errAttaching = errors.New("multirail: rail is being reconnected")
-
 // attach makes nc, a connection whose handshake for rail r of this session
 // has completed, r's connection. If r is still up (the accepting side had
 // not noticed the failure the dialer reconnects for), the old connection is
@@ -160,16 +154,11 @@ func (c *Conn) attach(r *rail, nc net.Conn) error {
 		c.mu.Unlock()
 		return c.closedErr()
 	}
-	if r.attaching {
+	if err := r.life.attachable(); err != nil {
 		c.mu.Unlock()
-		return errAttaching
+		return err
 	}
-	if r.peerDone {
-		c.mu.Unlock()
-		return ErrPeerClosed
-	}
-	r.attaching = true
-	if r.up {
+	if r.life.up() {
 		// Everything not acknowledged goes out again on the new
 		// connection, first; the receiver drops what it already has.
 		segs := r.takeDownLocked(errReplaced)
@@ -179,6 +168,7 @@ func (c *Conn) attach(r *rail, nc net.Conn) error {
 		}
 		c.log.Warn("rail replaced by the peer's reconnection", "rail", r.name, "segments", len(segs))
 	}
+	r.life.beginAttach()
 	oldW, oldR := r.goneAway, r.readerDone
 	c.mu.Unlock()
 
@@ -215,7 +205,7 @@ func (c *Conn) attach(r *rail, nc net.Conn) error {
 		err = c.closedErr()
 	}
 	if err != nil {
-		r.attaching = false
+		r.life.attachFailed()
 		// What waits in r's queue must not wait for a rail that is not
 		// coming back.
 		if segs := r.core.Drain(nil); len(segs) > 0 {
@@ -253,10 +243,8 @@ func (c *Conn) attach(r *rail, nc net.Conn) error {
 	case <-r.bgResume:
 	default:
 	}
-	r.up = true
+	r.life.attached()
 	r.down.Store(false)
-	r.attaching = false
-	r.noRejoin = false
 	r.rejoins++
 	c.wg.Add(2) // under c.mu with shutting false: Close has not begun waiting
 	go c.writer(r, r.gen)

@@ -86,7 +86,7 @@ func (c *Conn) dispatched() bool { return c.cfg.DispatchInterval > 0 }
 func (c *Conn) pickLocked(size int) int {
 	c.fillStates()
 	i := c.sch.Pick(c.now(), size, c.states)
-	if i < 0 || i >= len(c.rails) || !c.rails[i].up {
+	if i < 0 || i >= len(c.rails) || !c.rails[i].life.up() {
 		return -1 // a scheduler bug must not wedge the connection
 	}
 	c.recent[c.picks%RecentChoices] = uint8(i)
@@ -98,7 +98,7 @@ func (c *Conn) pickLocked(size int) int {
 func (c *Conn) fillStates() {
 	for i, r := range c.rails {
 		st := &c.states[i]
-		st.Up = r.up
+		st.Up = r.life.up()
 		r.core.Fill(st)
 	}
 }
@@ -263,7 +263,7 @@ func (c *Conn) enqueueLocked(s *segment, inline bool) (*rail, error) {
 		if c.goingAway.Load() != 0 {
 			return nil, c.closedErr()
 		}
-		if chosen < 0 || !c.rails[chosen].up {
+		if chosen < 0 || !c.rails[chosen].life.up() {
 			chosen = c.pickLocked(size)
 		}
 		if chosen >= 0 && !c.rails[chosen].core.Full() {

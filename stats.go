@@ -126,7 +126,7 @@ func (c *Conn) Stats() Stats {
 	}
 	for i, r := range c.rails {
 		rs := RailStats{
-			Name: r.name, Up: r.up,
+			Name: r.name, Up: r.life.up(),
 			BytesSent: r.bytesOut.Load(), SegmentsSent: r.segsOut.Load(),
 			BytesReceived: r.bytesIn.Load(), SegmentsReceived: r.segsIn.Load(),
 			Queued: r.core.Len(), QueuedBytes: r.core.QueuedBytes(), InFlight: r.core.InFlight(),

@@ -60,7 +60,7 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 	n := 0
 	if !ctlOnly {
 		c.mu.Lock()
-		if !r.up {
+		if !r.life.up() {
 			c.mu.Unlock()
 			return 0, net.ErrClosed
 		}
