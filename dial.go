@@ -178,11 +178,28 @@ func Listen(addr string, cfg Config) (*Listener, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newListener(ln, c), nil
+}
+
+// NewListener accepts multi-rail connections on ln, which it owns from
+// now on (Close closes it): a listener the caller made (a socket with
+// options of its own, an inherited file descriptor) or an in-memory one
+// for tests. With Config.DialRail on the other side, rails need not be TCP
+// at all; what is not TCP skips the socket tuning.
+func NewListener(ln net.Listener, cfg Config) (*Listener, error) {
+	c, err := cfg.validate(false)
+	if err != nil {
+		return nil, err
+	}
+	return newListener(ln, c), nil
+}
+
+func newListener(ln net.Listener, c config) *Listener {
 	l := &Listener{cfg: c, ln: ln, slots: make(chan struct{}, c.MaxHandshakes), conns: make(chan *Conn, 16),
 		sessions: make(map[[16]byte]*pending), live: make(map[[16]byte]*Conn), perHost: make(map[netip.Addr]int), done: make(chan struct{})}
 	l.wg.Add(1)
 	go l.acceptLoop()
-	return l, nil
+	return l
 }
 
 // Addr is the listening address.
