@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/multirail/multirail/internal/fifo"
 )
 
 // ChunkSize is the largest piece the proxy reads and forwards at once.
@@ -456,8 +458,7 @@ func (d *direction) writeLoop() {
 type queue struct {
 	mu      sync.Mutex
 	cond    sync.Cond
-	items   []chunk
-	head    int
+	items   fifo.Queue[chunk]
 	held    int // bytes queued or being written
 	limit   int
 	eof     bool  // reader finished
@@ -492,7 +493,7 @@ func (q *queue) push(c chunk) {
 		putChunk(c.buf)
 		return
 	}
-	q.items = append(q.items, c)
+	q.items.Push(c)
 	q.held += c.n
 	q.mu.Unlock()
 	q.cond.Broadcast()
@@ -525,30 +526,16 @@ func (q *queue) stopped() bool {
 func (q *queue) pop() (c chunk, ok bool, err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for q.head == len(q.items) && !q.eof && !q.aborted {
+	for q.items.Len() == 0 && !q.eof && !q.aborted {
 		q.cond.Wait()
 	}
 	if q.aborted {
 		return chunk{}, false, nil
 	}
-	if q.head == len(q.items) {
+	if q.items.Len() == 0 {
 		return chunk{}, false, q.err
 	}
-	c = q.items[q.head]
-	q.items[q.head] = chunk{}
-	q.head++
-	switch {
-	case q.head == len(q.items):
-		q.items = q.items[:0]
-		q.head = 0
-	case q.head >= 64 && 2*q.head >= len(q.items):
-		// A queue that never drains must not grow: move the rest down.
-		n := copy(q.items, q.items[q.head:])
-		clear(q.items[n:])
-		q.items = q.items[:n]
-		q.head = 0
-	}
-	return c, true, nil
+	return q.items.Pop(), true, nil
 }
 
 // release returns a popped chunk's room and buffer.

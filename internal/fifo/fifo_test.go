@@ -108,3 +108,19 @@ func TestQueueModel(t *testing.T) {
 		})
 	})
 }
+
+// TestBounded: a queue pushed and popped for ever without draining keeps
+// its buffer at the smallest power of two that holds its length.
+func TestBounded(t *testing.T) {
+	var q Queue[int]
+	for i := range 10 {
+		q.Push(i)
+	}
+	for i := range 100000 {
+		q.Push(i)
+		q.Pop()
+	}
+	if q.Len() != 10 || len(q.buf) != 16 {
+		t.Fatalf("length %d, buffer %d; want 10 in 16", q.Len(), len(q.buf))
+	}
+}
