@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/multirail/multirail/internal/fifo"
 	"github.com/multirail/multirail/internal/wire"
 )
 
@@ -78,10 +79,8 @@ type msg struct {
 	inline  [4]uint8       // slots of small messages, without an allocation
 }
 
-type tagQueue struct {
-	ids  []*msg
-	head int
-}
+// tagQueue holds the known, undelivered messages of one tag, oldest first.
+type tagQueue = fifo.Queue[*msg]
 
 // Reassembler rebuilds messages from segments that arrive on any rail in any
 // order, drops duplicates, enforces the credit window and releases messages
@@ -92,18 +91,17 @@ type tagQueue struct {
 // Begin without the lock, because no other call touches that slice until
 // Commit or Abort.
 type Reassembler struct {
-	cfg       Config
-	lim       wire.Limits
-	msgs      map[uint64]*msg
-	unknown   uint64 // smallest id not yet seen; every id below it is known or delivered
-	tags      map[uint32]*tagQueue
-	ready     []*msg // ready[readyHead:] are ready
-	readyHead int
-	freeMsgs  []*msg
-	freeTags  []*tagQueue
-	used      uint64 // cost of every message the peer has started
-	granted   uint64 // credit granted, cumulative
-	held      int64  // bytes of messages in memory
+	cfg      Config
+	lim      wire.Limits
+	msgs     map[uint64]*msg
+	unknown  uint64 // smallest id not yet seen; every id below it is known or delivered
+	tags     map[uint32]*tagQueue
+	ready    fifo.Queue[*msg]
+	freeMsgs []*msg
+	freeTags []*tagQueue
+	used     uint64 // cost of every message the peer has started
+	granted  uint64 // credit granted, cumulative
+	held     int64  // bytes of messages in memory
 }
 
 // New returns a Reassembler for cfg.
@@ -256,8 +254,8 @@ func (r *Reassembler) done(m *msg) {
 		// Only the head of its tag's FIFO may become ready here: a later
 		// message waits for Next to take the ones before it, and a head that
 		// completed earlier is in ready already.
-		if q := r.tags[m.tag]; q.ids[q.head] == m {
-			r.ready = append(r.ready, m)
+		if q := r.tags[m.tag]; q.Front() == m {
+			r.ready.Push(m)
 		}
 	}
 }
@@ -281,10 +279,10 @@ func (r *Reassembler) advance() {
 			}
 			r.tags[m.tag] = q
 		}
-		q.ids = append(q.ids, m)
+		q.Push(m)
 		m.queued = true
-		if q.head == len(q.ids)-1 && m.missing == 0 {
-			r.ready = append(r.ready, m)
+		if q.Len() == 1 && m.missing == 0 {
+			r.ready.Push(m)
 		}
 	}
 }
@@ -292,11 +290,11 @@ func (r *Reassembler) advance() {
 // promote makes the head of tag's FIFO ready if it is complete.
 func (r *Reassembler) promote(tag uint32) {
 	q := r.tags[tag]
-	if q == nil || q.head >= len(q.ids) {
+	if q == nil || q.Len() == 0 {
 		return
 	}
-	if h := q.ids[q.head]; h.missing == 0 {
-		r.ready = append(r.ready, h)
+	if h := q.Front(); h.missing == 0 {
+		r.ready.Push(h)
 	}
 }
 
@@ -331,35 +329,19 @@ func (r *Reassembler) freeMsg(m *msg) {
 // earlier message known, and with every earlier message of its tag
 // delivered. Taking it grants its cost back to the peer as credit.
 func (r *Reassembler) Next() (Message, bool) {
-	if r.readyHead == len(r.ready) {
+	if r.ready.Len() == 0 {
 		return Message{}, false
 	}
-	m := r.ready[r.readyHead]
-	r.ready[r.readyHead] = nil
-	r.readyHead++
-	if r.readyHead == len(r.ready) {
-		r.ready, r.readyHead = r.ready[:0], 0
-	} else if r.readyHead > 64 && r.readyHead*2 > len(r.ready) {
-		n := copy(r.ready, r.ready[r.readyHead:])
-		clear(r.ready[n:])
-		r.ready, r.readyHead = r.ready[:n], 0
-	}
+	m := r.ready.Pop()
 	delete(r.msgs, m.id)
 	q := r.tags[m.tag]
-	q.ids[q.head] = nil
-	q.head++
-	if q.head == len(q.ids) {
+	q.Pop() // m: the head of its tag (Pop leaves no stale pointer)
+	if q.Len() == 0 {
 		delete(r.tags, m.tag)
 		if len(r.freeTags) < 64 {
-			q.ids, q.head = q.ids[:0], 0
 			r.freeTags = append(r.freeTags, q)
 		}
 	} else {
-		if q.head > 64 && q.head*2 > len(q.ids) {
-			n := copy(q.ids, q.ids[q.head:])
-			clear(q.ids[n:]) // no stale pointers to delivered messages
-			q.ids, q.head = q.ids[:n], 0
-		}
 		r.promote(m.tag)
 	}
 	r.held -= int64(len(m.data))
@@ -371,4 +353,4 @@ func (r *Reassembler) Next() (Message, bool) {
 }
 
 // Ready reports whether Next has a message.
-func (r *Reassembler) Ready() bool { return r.readyHead < len(r.ready) }
+func (r *Reassembler) Ready() bool { return r.ready.Len() > 0 }
