@@ -164,13 +164,12 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 	id := c.nextID
 	c.nextID++
 	seg := c.cfg.SegmentSize
-	n := 1
-	if len(msg) > 0 {
-		n = (len(msg) + seg - 1) / seg
-	}
-	var om *outMsg // nil for eager messages: nobody waits for them
+	single := len(msg) <= seg // one frame whatever the rail
+	var om *outMsg            // nil for eager messages: nobody waits for them
 	if !eager {
-		om = &outMsg{remaining: n, done: make(chan struct{})}
+		// One count per frame, plus one that this Send holds until every
+		// frame is queued: the message cannot complete before that.
+		om = &outMsg{remaining: 1, done: make(chan struct{})}
 	}
 	var last *rail
 	flags := uint8(0)
@@ -180,8 +179,17 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 	if eager {
 		flags |= wire.FlagEager
 	}
-	for off := 0; off < len(msg) || off == 0; off += seg {
+	continuous := !c.dispatched()
+	for off := 0; off < len(msg) || off == 0; {
+		r, err := c.railLocked(seg + wire.DataHeaderSize)
+		if err != nil {
+			c.mu.Unlock()
+			return err
+		}
 		end := min(off+seg, len(msg))
+		if !eager {
+			end = min(off+c.spanFor(r), len(msg))
+		}
 		s := segPool.Get().(*segment)
 		s.payload = msg[off:end]
 		if eager {
@@ -201,20 +209,28 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 			d.CRC = wire.Checksum(s.payload)
 		}
 		wire.PutData(s.hdr[:], d)
-		r, err := c.enqueueLocked(s, n == 1) // a single segment is flushed below
-		if err != nil {
-			c.mu.Unlock()
-			return err
+		if om != nil {
+			om.remaining++
+		}
+		c.push(r, s)
+		if continuous && !single {
+			r.signal() // a single frame is flushed below
 		}
 		last = r
+		off = end
 		if end == len(msg) {
 			break
 		}
 	}
+	if om != nil {
+		om.remaining-- // every frame is queued
+		if om.remaining == 0 {
+			close(om.done) // acknowledged while this Send waited for room
+		}
+	}
 	c.sentMsgs++
 	// On the dispatch timer the segments wait for the next tick.
-	continuous := !c.dispatched()
-	idle := continuous && n == 1 && last.core.Len() == 1
+	idle := continuous && single && last.core.Len() == 1
 	c.mu.Unlock()
 	if !eager {
 		<-c.enqueuing
@@ -224,7 +240,7 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 		// A one-segment message on an idle rail goes out from here,
 		// without a goroutine hop.
 		c.tryFlush(last, false)
-	} else if continuous && n == 1 {
+	} else if continuous && single {
 		last.signal()
 	}
 	if eager {
@@ -245,16 +261,11 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 	}
 }
 
-// enqueueLocked asks the scheduler for a rail and queues s on it. When the
-// chosen rail is full it waits (with c.mu released) for room on that rail,
-// as the scheduler decided; when no rail is acceptable it waits for any
-// change and asks again.
-//
-// It returns the rail used. Unless inline, the rail's writer is signalled
-// (on the dispatch timer it is not: the next tick does it); inline callers
-// write the segment themselves (tryFlush).
-func (c *Conn) enqueueLocked(s *segment, inline bool) (*rail, error) {
-	size := len(s.payload) + wire.DataHeaderSize
+// railLocked asks the scheduler for a rail for a frame of size bytes and
+// returns it once it has room. When the chosen rail is full it waits
+// (with c.mu released) for room on that rail, as the scheduler decided;
+// when no rail is acceptable it waits for any change and asks again.
+func (c *Conn) railLocked(size int) (*rail, error) {
 	chosen := -1
 	for {
 		if err := c.closedErrNonBlocking(); err != nil {
@@ -267,12 +278,7 @@ func (c *Conn) enqueueLocked(s *segment, inline bool) (*rail, error) {
 			chosen = c.pickLocked(size)
 		}
 		if chosen >= 0 && !c.rails[chosen].core.Full() {
-			r := c.rails[chosen]
-			c.push(r, s)
-			if !inline && !c.dispatched() {
-				r.signal()
-			}
-			return r, nil
+			return c.rails[chosen], nil
 		}
 		if !c.anyUp() {
 			return nil, ErrAllRailsDown
@@ -285,6 +291,21 @@ func (c *Conn) enqueueLocked(s *segment, inline bool) (*rail, error) {
 		}
 		c.mu.Lock()
 	}
+}
+
+// spanTime is about how long a frame of a large message takes on its rail:
+// on fast rails a frame spans several segments (up to wire.MaxPayload),
+// so that the bytes take fewer frames, writes and reads. Rails below about
+// 1 Gbit/s (64 KiB segments) always get single segments.
+const spanTime = 500 * time.Microsecond
+
+// spanFor is the payload of a large message's next frame on r: the
+// segments r drains in about spanTime by its measured rate, at least one.
+// Caller holds c.mu.
+func (c *Conn) spanFor(r *rail) int {
+	seg := c.cfg.SegmentSize
+	k := int(r.core.Rate()/8*spanTime.Seconds()) / seg
+	return seg * min(max(k, 1), wire.MaxPayload(seg)/seg)
 }
 
 // push queues s on r. Caller holds c.mu.

@@ -138,7 +138,37 @@ func (r *Reassembler) Held() int64 { return r.held }
 // Pending is the number of messages known and not yet taken by Next.
 func (r *Reassembler) Pending() int { return len(r.msgs) }
 
-func (r *Reassembler) slot(d *wire.Data) int { return int(d.Offset / uint64(r.cfg.SegmentSize)) }
+// span is the first slot of segment d and how many slots it covers (a
+// frame may carry a span of consecutive segments; an empty message has
+// one slot).
+func (r *Reassembler) span(d *wire.Data) (int, int) {
+	seg := uint64(r.cfg.SegmentSize)
+	return int(d.Offset / seg), max(1, int((uint64(d.Len)+seg-1)/seg))
+}
+
+// spanState is the state of slots i..i+k-1 of m, and false if they differ
+// or run past the message (a frame that overlaps an earlier one without
+// matching it: the sender resends spans whole, so only a broken or
+// hostile peer does that).
+func spanState(m *msg, i, k int) (uint8, bool) {
+	if i+k > len(m.slots) {
+		return 0, false
+	}
+	st := m.slots[i]
+	for _, x := range m.slots[i+1 : i+k] {
+		if x != st {
+			return 0, false
+		}
+	}
+	return st, true
+}
+
+// setSpan sets slots i..i+k-1 of m to st.
+func setSpan(m *msg, i, k int, st uint8) {
+	for j := i; j < i+k; j++ {
+		m.slots[j] = st
+	}
+}
 
 // Begin accepts the header of a segment that passed wire.ParseData with
 // r.Limits(). It returns where to read the payload and what to do with it.
@@ -174,14 +204,18 @@ func (r *Reassembler) Begin(d wire.Data) ([]byte, Verdict, error) {
 		return nil, 0, fmt.Errorf("%w: message %d has %d bytes tag %d, segment says %d bytes tag %d",
 			ErrInconsistent, d.Message, len(m.data), m.tag, d.Total, d.Tag)
 	}
-	i := r.slot(&d)
-	switch m.slots[i] {
+	i, k := r.span(&d)
+	st, ok := spanState(m, i, k)
+	if !ok {
+		return nil, 0, fmt.Errorf("%w: message %d: segment %d+%d overlaps others it does not match", ErrInconsistent, d.Message, d.Offset, d.Len)
+	}
+	switch st {
 	case slotDone:
 		return nil, Discard, nil
 	case slotBusy:
 		return nil, Hold, nil
 	}
-	m.slots[i] = slotBusy
+	setSpan(m, i, k, slotBusy)
 	return m.data[d.Offset : d.Offset+uint64(d.Len)], Write, nil
 }
 
@@ -192,13 +226,13 @@ func (r *Reassembler) Commit(d wire.Data) bool {
 	if m == nil {
 		return false
 	}
-	i := r.slot(&d)
-	if m.slots[i] != slotBusy {
+	i, k := r.span(&d)
+	if st, ok := spanState(m, i, k); !ok || st != slotBusy {
 		return false
 	}
-	m.slots[i] = slotDone
+	setSpan(m, i, k, slotDone)
 	delete(m.held, i)
-	r.done(m)
+	r.done(m, k)
 	return m.missing == 0
 }
 
@@ -210,18 +244,18 @@ func (r *Reassembler) Abort(d wire.Data) {
 	if m == nil {
 		return
 	}
-	i := r.slot(&d)
-	if m.slots[i] != slotBusy {
+	i, k := r.span(&d)
+	if st, ok := spanState(m, i, k); !ok || st != slotBusy {
 		return
 	}
 	if p, ok := m.held[i]; ok {
 		copy(m.data[d.Offset:], p)
 		delete(m.held, i)
-		m.slots[i] = slotDone
-		r.done(m)
+		setSpan(m, i, k, slotDone)
+		r.done(m, k)
 		return
 	}
-	m.slots[i] = slotMissing
+	setSpan(m, i, k, slotMissing)
 }
 
 // Offer hands in the payload of a segment Begin answered with Hold. If the
@@ -232,12 +266,16 @@ func (r *Reassembler) Offer(d wire.Data, payload []byte) {
 	if m == nil || uint32(len(payload)) != d.Len {
 		return
 	}
-	i := r.slot(&d)
-	switch m.slots[i] {
+	i, k := r.span(&d)
+	st, ok := spanState(m, i, k)
+	if !ok {
+		return
+	}
+	switch st {
 	case slotMissing:
 		copy(m.data[d.Offset:], payload)
-		m.slots[i] = slotDone
-		r.done(m)
+		setSpan(m, i, k, slotDone)
+		r.done(m, k)
 	case slotBusy:
 		if m.held == nil {
 			m.held = make(map[int][]byte)
@@ -248,8 +286,8 @@ func (r *Reassembler) Offer(d wire.Data, payload []byte) {
 	}
 }
 
-func (r *Reassembler) done(m *msg) {
-	m.missing--
+func (r *Reassembler) done(m *msg, k int) {
+	m.missing -= k
 	if m.missing == 0 && m.queued {
 		// Only the head of its tag's FIFO may become ready here: a later
 		// message waits for Next to take the ones before it, and a head that

@@ -94,7 +94,11 @@ func checkData(t *testing.T, d Data, lim Limits) {
 		}
 		return
 	}
-	if d.Offset >= d.Total || uint64(d.Len) != min(seg, d.Total-d.Offset) {
+	// The payload is the rest of the message or a whole number of
+	// segments, at most MaxPayload.
+	rest := d.Total - d.Offset
+	if d.Offset >= d.Total || d.Len == 0 || uint64(d.Len) > rest || d.Len > uint32(MaxPayload(int(seg))) ||
+		(uint64(d.Len) != rest && uint64(d.Len)%seg != 0) {
 		t.Fatalf("accepted segment %d+%d of a %d-byte message with segment size %d", d.Offset, d.Len, d.Total, seg)
 	}
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // Version is the protocol version this package speaks.
-const Version = 2
+const Version = 3
 
 // Magic opens every HELLO body: it lets a server tell a multirail peer from
 // anything else that connects to its port.
@@ -75,6 +75,21 @@ type Header struct {
 	Len   uint32
 }
 
+// MaxSpanBytes bounds a DATA payload that spans several slots of the
+// segment size: a sender may join up to MaxSpanBytes / S consecutive
+// segments of a message into one frame (fast rails take fewer, larger
+// frames), never fewer than one.
+const MaxSpanBytes = 1 << 20
+
+// MaxPayload is the largest DATA payload a peer with segment size seg may
+// send: the largest multiple of seg up to MaxSpanBytes, at least seg.
+func MaxPayload(seg int) int {
+	if seg <= 0 {
+		return 0
+	}
+	return max(1, MaxSpanBytes/seg) * seg
+}
+
 // Limits are what a receiver accepts from its peer; they come from the
 // handshake and the local configuration.
 type Limits struct {
@@ -135,7 +150,7 @@ func ParseHeader(b []byte, lim Limits) (Header, error) {
 		if lim.SegmentSize <= 0 {
 			return h, malformed("no segment size negotiated")
 		}
-		max := DataFixedSize + uint64(lim.SegmentSize)
+		max := DataFixedSize + uint64(MaxPayload(lim.SegmentSize))
 		if h.Len < DataFixedSize || uint64(h.Len) > max {
 			return h, malformed("data body of %d bytes (allowed %d..%d)", h.Len, DataFixedSize, max)
 		}
@@ -363,8 +378,9 @@ func PutData(b []byte, d Data) {
 // ParseData decodes the fixed part of a DATA body whose frame header h was
 // already accepted by ParseHeader, and checks the segment against lim:
 // message id > 0, total <= MaxMessage, offset a multiple of the segment
-// size, and the payload length exactly min(SegmentSize, Total-Offset) (one
-// empty segment for an empty message).
+// size, and the payload length either all the rest of the message or a
+// multiple of the segment size, at most MaxPayload (one empty segment for
+// an empty message).
 func ParseData(h Header, fixed []byte, lim Limits) (Data, error) {
 	var d Data
 	if len(fixed) != DataFixedSize {
@@ -406,8 +422,10 @@ func ParseData(h Header, fixed []byte, lim Limits) (Data, error) {
 	if d.Offset >= d.Total {
 		return d, malformed("offset %d beyond message length %d", d.Offset, d.Total)
 	}
-	if want := min(seg, d.Total-d.Offset); uint64(d.Len) != want {
-		return d, malformed("segment at %d of %d carries %d bytes (want %d)", d.Offset, d.Total, d.Len, want)
+	rest := d.Total - d.Offset
+	if n := uint64(d.Len); n == 0 || n > rest || n > uint64(MaxPayload(lim.SegmentSize)) || (n != rest && n%seg != 0) {
+		return d, malformed("segment at %d of %d carries %d bytes (want the rest, %d, or a multiple of %d, at most %d)",
+			d.Offset, d.Total, d.Len, rest, seg, MaxPayload(lim.SegmentSize))
 	}
 	return d, nil
 }

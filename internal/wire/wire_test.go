@@ -308,11 +308,11 @@ func TestGolden(t *testing.T) {
 		hex   string
 	}{
 		{"hello", AppendHello(nil, testHello),
-			"01000000" + "00000040" + "4d524c59" + "0201" + "0002" + "0003" + "0000" +
+			"01000000" + "00000040" + "4d524c59" + "0301" + "0002" + "0003" + "0000" +
 				"000102030405060708090a0b0c0d0e0f" + "101112131415161718191a1b1c1d1e1f" +
 				"00010000" + "0000000040000000" + "0000000001000000"},
 		{"challenge", AppendChallenge(nil, testChallenge),
-			"02000000" + "00000048" + "02000000" + "202122232425262728292a2b2c2d2e2f" +
+			"02000000" + "00000048" + "03000000" + "202122232425262728292a2b2c2d2e2f" +
 				"404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f" +
 				"00000200" + "ffffffffffffffff" + "0000000000100000"},
 		{"auth", AppendAuth(nil, testAuth),
@@ -428,7 +428,7 @@ func TestParseHeaderRejects(t *testing.T) {
 		{"data-flag-80", hdr(TypeData, 0x80|FlagCRC, 0, 0, DataFixedSize), testLim},
 		{"data-len-0", hdr(TypeData, 0, 0, 0, 0), testLim},
 		{"data-len-39", hdr(TypeData, 0, 0, 0, DataFixedSize-1), testLim},
-		{"data-len-seg+1", hdr(TypeData, 0, 0, 0, DataFixedSize+testSeg+1), testLim},
+		{"data-len-span+1", hdr(TypeData, 0, 0, 0, DataFixedSize+uint32(MaxPayload(testSeg))+1), testLim},
 		{"data-len-max", hdr(TypeData, 0, 0, 0, math.MaxUint32), testLim},
 		{"data-no-limits", hdr(TypeData, 0, 0, 0, DataFixedSize), Limits{}},
 		{"data-negative-segment", hdr(TypeData, 0, 0, 0, 1<<31), Limits{SegmentSize: -1000, MaxMessage: -1}},
@@ -544,11 +544,12 @@ func TestParseHelloRejects(t *testing.T) {
 		{"long", append(append([]byte{}, good...), 0), false},
 		{"version-0", m(func(b []byte) { b[4] = 0 }), true},
 		{"version-1", m(func(b []byte) { b[4] = 1 }), true},
-		{"version-3", m(func(b []byte) { b[4] = 3 }), true},
+		{"version-2", m(func(b []byte) { b[4] = 2 }), true},
+		{"version-4", m(func(b []byte) { b[4] = 4 }), true},
 		{"version-255", m(func(b []byte) { b[4] = 255 }), true},
 		// A later version may use the reserved bytes: the version wins.
-		{"version-3-reserved", m(func(b []byte) { b[4] = 3; b[5] = 0xfe; b[10] = 1; b[11] = 1 }), true},
-		{"version-3-rails-0", m(func(b []byte) { b[4] = 3; put16(b, 8, 0) }), true},
+		{"version-4-reserved", m(func(b []byte) { b[4] = 4; b[5] = 0xfe; b[10] = 1; b[11] = 1 }), true},
+		{"version-4-rails-0", m(func(b []byte) { b[4] = 4; put16(b, 8, 0) }), true},
 		// But without the magic it is not a multirail peer at all.
 		{"magic-and-version", m(func(b []byte) { b[0] = 'X'; b[4] = 3 }), false},
 		{"flags-2", m(func(b []byte) { b[5] = 2 }), false},
@@ -596,8 +597,9 @@ func TestParseChallengeRejects(t *testing.T) {
 		{"long", append(append([]byte{}, good...), 0), false},
 		{"version-0", m(func(b []byte) { b[0] = 0 }), true},
 		{"version-1", m(func(b []byte) { b[0] = 1 }), true},
-		{"version-3", m(func(b []byte) { b[0] = 3 }), true},
-		{"version-3-reserved", m(func(b []byte) { b[0] = 3; b[1] = 1 }), true},
+		{"version-2", m(func(b []byte) { b[0] = 2 }), true},
+		{"version-4", m(func(b []byte) { b[0] = 4 }), true},
+		{"version-4-reserved", m(func(b []byte) { b[0] = 4; b[1] = 1 }), true},
 		{"reserved-1", m(func(b []byte) { b[1] = 1 }), false},
 		{"reserved-2", m(func(b []byte) { b[2] = 1 }), false},
 		{"reserved-3", m(func(b []byte) { b[3] = 0x80 }), false},
@@ -676,6 +678,11 @@ func TestParseData(t *testing.T) {
 		{"crc", with(func(d *Data) { d.Flags = FlagCRC; d.CRC = 0xdeadbeef }), testLim},
 		{"max-ids", with(func(d *Data) { d.Session = math.MaxUint64; d.Message = math.MaxUint64; d.Tag = math.MaxUint32 }), testLim},
 		{"odd-segment-size", with(func(d *Data) { d.Offset = 1000; d.Len = 1000 }), lim(1000, 1<<20)},
+		// Spans: several consecutive segments in one frame.
+		{"span-2", with(func(d *Data) { d.Len = 2 * testSeg }), testLim},
+		{"span-rest", with(func(d *Data) { d.Offset = testSeg; d.Len = total - testSeg }), testLim},
+		{"span-whole", with(func(d *Data) { d.Len = total }), testLim},
+		{"span-max", with(func(d *Data) { d.Total = 1 << 20; d.Len = uint32(MaxPayload(testSeg)) }), testLim},
 		{"no-max-message", with(func(d *Data) {
 			d.Total = math.MaxUint64
 			d.Offset = math.MaxUint64 &^ (testSeg - 1)
@@ -710,9 +717,11 @@ func TestParseData(t *testing.T) {
 		{"short-not-last", with(func(d *Data) { d.Len = testSeg - 1 }), testLim},
 		{"zero-not-last", with(func(d *Data) { d.Len = 0 }), testLim},
 		{"long-last", with(func(d *Data) { d.Offset = 2 * testSeg; d.Len = testSeg }), testLim},
+		{"span-not-multiple", with(func(d *Data) { d.Len = testSeg + 1 }), testLim},
+		{"span-beyond-rest", with(func(d *Data) { d.Offset = testSeg; d.Len = 2 * testSeg }), testLim},
+		{"span-beyond-max", with(func(d *Data) { d.Total = 4 << 20; d.Len = uint32(MaxPayload(testSeg)) + testSeg }), lim(testSeg, 8<<20)},
 		{"short-last", with(func(d *Data) { d.Offset = 2 * testSeg; d.Len = total - 2*testSeg - 1 }), testLim},
 		{"long-single", with(func(d *Data) { d.Total = 10; d.Len = 11 }), testLim},
-		{"longer-than-segment", with(func(d *Data) { d.Len = testSeg + 1 }), testLim},
 		{"empty-with-payload", with(func(d *Data) { d.Total = 0; d.Len = 1 }), testLim},
 		{"empty-at-offset", with(func(d *Data) { d.Total = 0; d.Offset = testSeg; d.Len = 0 }), testLim},
 		{"non-empty-no-payload", with(func(d *Data) { d.Total = 1; d.Len = 0 }), testLim},
