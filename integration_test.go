@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/multirail/multirail/emu"
-	hs "github.com/multirail/multirail/internal/rail"
+	hs "github.com/multirail/multirail/internal/handshake"
 	"github.com/multirail/multirail/internal/wire"
 	"go.uber.org/goleak"
 )
