@@ -44,7 +44,7 @@ const (
 const TokenEnv = "MULTIRAIL_TOKEN"
 
 // ErrConfig is wrapped by every configuration error.
-var ErrConfig = errors.New("invalid config")
+var ErrConfig = errors.New("multirail: invalid config")
 
 // Rail is one path to the peer, as seen by the dialing side.
 type Rail struct {

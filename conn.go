@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	hs "github.com/multirail/multirail/internal/rail"
+	hs "github.com/multirail/multirail/internal/handshake"
 	"github.com/multirail/multirail/internal/reasm"
 	"github.com/multirail/multirail/internal/sender"
 	"github.com/multirail/multirail/internal/wire"

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	hs "github.com/multirail/multirail/internal/rail"
+	hs "github.com/multirail/multirail/internal/handshake"
 	"github.com/multirail/multirail/internal/wire"
 	"github.com/multirail/multirail/sched"
 )

@@ -38,7 +38,7 @@ import (
 	"time"
 
 	"github.com/multirail/multirail/emu"
-	hs "github.com/multirail/multirail/internal/rail"
+	hs "github.com/multirail/multirail/internal/handshake"
 	"github.com/multirail/multirail/internal/wire"
 )
 
@@ -399,7 +399,7 @@ func dialFrom(addr string, local net.IP) (net.Conn, error) {
 	return d.Dial("tcp", addr)
 }
 
-// rawHandshake completes a handshake by hand (internal/rail's Dial with
+// rawHandshake completes a handshake by hand (internal/handshake's Dial with
 // the given token) and returns the raw socket of the rail.
 func rawHandshake(addr, token string, h wire.Hello) (net.Conn, error) {
 	c, err := dialFrom(addr, nil)

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/multirail/multirail/emu"
-	hs "github.com/multirail/multirail/internal/rail"
+	hs "github.com/multirail/multirail/internal/handshake"
 	"github.com/multirail/multirail/internal/wire"
 	"go.uber.org/goleak"
 )
@@ -522,7 +522,7 @@ func TestConfigErrors(t *testing.T) {
 		want string
 	}{
 		{Config{Scheduler: "fastest"}, `Scheduler = "fastest"`},
-		{Config{Scheduler: "qlearn-patent", SchedulerOptions: "k=4"}, `SchedulerOptions = "k=4": invalid scheduler config: qlearn-patent: K = 4, need 8..32`},
+		{Config{Scheduler: "qlearn-patent", SchedulerOptions: "k=4"}, `SchedulerOptions = "k=4": sched: invalid config: qlearn-patent: K = 4, need 8..32`},
 		{Config{Scheduler: "qlearn", SchedulerOptions: "gamma=-1"}, `Gamma = -1, need 0..1`},
 		{Config{Scheduler: "roundrobin", SchedulerOptions: "k=16"}, `roundrobin takes no options`},
 		{Config{SegmentSize: 100}, "SegmentSize = 100"},

@@ -59,10 +59,24 @@ type Thresholds = coll.Thresholds
 func Algorithms(c Collective) []Algo { return coll.Algorithms(c) }
 
 // ParseAlgo parses an algorithm name ("ring", "recursive-doubling", ...).
-func ParseAlgo(name string) (Algo, error) { return coll.ParseAlgo(name) }
+// The error wraps ErrConfig.
+func ParseAlgo(name string) (Algo, error) {
+	a, err := coll.ParseAlgo(name)
+	if err != nil {
+		return a, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return a, nil
+}
 
-// ParseCollective parses a collective name ("allreduce", "reduce-scatter", ...).
-func ParseCollective(name string) (Collective, error) { return coll.ParseCollective(name) }
+// ParseCollective parses a collective name ("allreduce", "reduce-scatter",
+// ...). The error wraps ErrConfig.
+func ParseCollective(name string) (Collective, error) {
+	c, err := coll.ParseCollective(name)
+	if err != nil {
+		return c, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return c, nil
+}
 
 // ChooseAlgo returns the algorithm AlgoAuto picks for collective c among
 // size ranks with the given message size in bytes (what Thresholds

@@ -78,8 +78,14 @@ type config struct {
 	emu []emu.Spec
 }
 
+// validate returns c with its defaults filled in, or an error naming the
+// first bad field, its value and what is allowed. The transport's own
+// fields are checked by multirail when the connections are made.
 func (c Config) validate() (config, error) {
 	out := config{Config: c}
+	if out.Transport.RailTimeout == 0 {
+		out.Transport.RailTimeout = DefaultRailTimeout
+	}
 	if c.LoopbackRails == 0 {
 		out.LoopbackRails = DefaultLoopbackRails
 	}

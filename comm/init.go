@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/multirail/multirail"
+	"github.com/multirail/multirail/comm/internal/coll"
 	"github.com/multirail/multirail/comm/launch"
 	"github.com/multirail/multirail/comm/netif"
 	"github.com/multirail/multirail/comm/rdzv"
@@ -73,9 +74,9 @@ func ConfigFromEnv(cfg Config, getenv func(string) (string, bool)) (Config, erro
 		cfg.Timeout = d
 	}
 	if v, ok := getenv(EnvAlgo); ok && v != "" && cfg.Algorithms == nil {
-		m, err := ParseAlgorithms(v)
+		m, err := parseAlgorithms(v)
 		if err != nil {
-			return cfg, fmt.Errorf("%s: %w", EnvAlgo, err)
+			return cfg, fmt.Errorf("%w: %s=%q: %w", ErrConfig, EnvAlgo, v, err)
 		}
 		cfg.Algorithms = m
 	}
@@ -84,7 +85,17 @@ func ConfigFromEnv(cfg Config, getenv func(string) (string, bool)) (Config, erro
 
 // ParseAlgorithms parses "collective=algorithm,..." (for example
 // "allreduce=ring,bcast=binomial") into Config.Algorithms.
+// The error wraps ErrConfig.
 func ParseAlgorithms(s string) (map[Collective]Algo, error) {
+	m, err := parseAlgorithms(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return m, nil
+}
+
+// parseAlgorithms is ParseAlgorithms with errors that its callers wrap.
+func parseAlgorithms(s string) (map[Collective]Algo, error) {
 	m := make(map[Collective]Algo)
 	for _, item := range strings.Split(s, ",") {
 		item = strings.TrimSpace(item)
@@ -93,18 +104,18 @@ func ParseAlgorithms(s string) (map[Collective]Algo, error) {
 		}
 		name, algo, ok := strings.Cut(item, "=")
 		if !ok {
-			return nil, fmt.Errorf("%w: %q; allowed: collective=algorithm, e.g. allreduce=ring", ErrConfig, item)
+			return nil, fmt.Errorf("%q; allowed: collective=algorithm, e.g. allreduce=ring", item)
 		}
-		cl, err := ParseCollective(strings.TrimSpace(name))
+		cl, err := coll.ParseCollective(strings.TrimSpace(name))
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+			return nil, err
 		}
-		a, err := ParseAlgo(strings.TrimSpace(algo))
+		a, err := coll.ParseAlgo(strings.TrimSpace(algo))
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+			return nil, err
 		}
 		if !slices.Contains(Algorithms(cl), a) && a != AlgoAuto {
-			return nil, fmt.Errorf("%w: %s has no algorithm %s; allowed: %v", ErrConfig, cl, a, Algorithms(cl))
+			return nil, fmt.Errorf("%s has no algorithm %s; allowed: %v", cl, a, Algorithms(cl))
 		}
 		m[cl] = a
 	}
@@ -195,9 +206,6 @@ func (b *boot) run(ctx context.Context) (*Comm, error) {
 	tcfg := cfg.Transport
 	tcfg.Rails, tcfg.DialRail = nil, nil
 	tcfg.Logger = cfg.Logger
-	if tcfg.RailTimeout == 0 {
-		tcfg.RailTimeout = DefaultRailTimeout
-	}
 	var err error
 	if b.ln, err = multirail.Listen(":0", tcfg); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)

@@ -357,7 +357,7 @@ func WaitAll(ctx context.Context, reqs ...*Request) error {
 			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 				return fmt.Errorf("comm: WaitAll: request %d: %w", i, err)
 			}
-			errs = append(errs, fmt.Errorf("request %d: %w", i, err))
+			errs = append(errs, fmt.Errorf("comm: WaitAll: request %d: %w", i, err))
 		}
 	}
 	return errors.Join(errs...)

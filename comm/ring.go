@@ -89,6 +89,21 @@ type RingConfig struct {
 	ErrorFeedback bool
 }
 
+// validate fills the defaults of c in and checks it; the error names the
+// field, its value and what is allowed.
+func (c *RingConfig) validate() error {
+	if c.PacketFloats == 0 {
+		c.PacketFloats = DefaultPacketFloats
+	}
+	if c.PacketFloats < 1 || c.PacketFloats > 1<<20 {
+		return fmt.Errorf("%w: PacketFloats = %d out of range; allowed: 1..1048576 (0 = default %d)", ErrConfig, c.PacketFloats, DefaultPacketFloats)
+	}
+	if c.Op != Sum && c.Op != Mean {
+		return fmt.Errorf("%w: Op = %d out of range; allowed: Sum (0) or Mean (1)", ErrConfig, c.Op)
+	}
+	return nil
+}
+
 // RingStats counts what a Ring's Allreduce calls did.
 type RingStats struct {
 	Calls           uint64
@@ -126,14 +141,8 @@ func NewRing(rank, size int, t RingTransport, cfg RingConfig) (*Ring, error) {
 	if rank < 0 || rank >= size {
 		return nil, fmt.Errorf("%w: rank = %d out of range; allowed: 0..%d", ErrConfig, rank, size-1)
 	}
-	if cfg.PacketFloats == 0 {
-		cfg.PacketFloats = DefaultPacketFloats
-	}
-	if cfg.PacketFloats < 1 || cfg.PacketFloats > 1<<20 {
-		return nil, fmt.Errorf("%w: PacketFloats = %d out of range; allowed: 1..1048576 (0 = default %d)", ErrConfig, cfg.PacketFloats, DefaultPacketFloats)
-	}
-	if cfg.Op != Sum && cfg.Op != Mean {
-		return nil, fmt.Errorf("%w: Op = %d out of range; allowed: Sum (0) or Mean (1)", ErrConfig, cfg.Op)
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	if size > 1 && t == nil {
 		return nil, fmt.Errorf("%w: nil RingTransport for a ring of %d ranks", ErrConfig, size)

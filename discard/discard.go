@@ -20,7 +20,7 @@ const (
 )
 
 // ErrConfig is wrapped by every configuration error.
-var ErrConfig = errors.New("invalid discard config")
+var ErrConfig = errors.New("discard: invalid config")
 
 // Errors returned (and counted) for feedback that is not applied.
 var (

@@ -31,7 +31,10 @@ type LinkConfig struct {
 	Logger  *slog.Logger  // nil = discard
 }
 
-func (c LinkConfig) validate() error {
+// validate fills the defaults of c in and checks it; the error names the
+// field, its value and what is allowed. Epoch's default is the time of
+// the call (NewLink's).
+func (c *LinkConfig) validate() error {
 	if !(c.RateBps > 0) || c.RateBps > MaxRateBps {
 		return fmt.Errorf("emu: LinkConfig.RateBps = %v out of range; allowed: > 0 and <= %g bits/s (100gbit)", c.RateBps, float64(MaxRateBps))
 	}
@@ -48,6 +51,15 @@ func (c LinkConfig) validate() error {
 		if l.At < 0 {
 			return fmt.Errorf("emu: LinkConfig.Loads[%d].At = %v out of range; allowed: >= 0", i, l.At)
 		}
+	}
+	if c.Burst == 0 {
+		c.Burst = DefaultBurst(c.RateBps)
+	}
+	if c.Epoch.IsZero() {
+		c.Epoch = time.Now()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return nil
 }
@@ -91,22 +103,15 @@ func NewLink(target string, cfg LinkConfig) (*Link, error) {
 	if err != nil {
 		return nil, fmt.Errorf("emu: link listen: %w", err)
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	l := &Link{
 		target:  target,
 		cfg:     cfg,
 		profile: NewProfile(cfg.RateBps, cfg.Loads),
-		log:     log.With("link", ln.Addr().String(), "target", target),
+		log:     cfg.Logger.With("link", ln.Addr().String(), "target", target),
 		ln:      ln,
 		pairs:   make(map[*pair]struct{}),
 	}
 	epoch := cfg.Epoch
-	if epoch.IsZero() {
-		epoch = time.Now()
-	}
 	l.epoch.Store(&epoch)
 	bytesPerSec := cfg.RateBps / 8
 	l.queueLimit = max(64<<10, int(min(bytesPerSec*(cfg.Delay+2*time.Millisecond).Seconds(), 1<<30)))

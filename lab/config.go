@@ -72,9 +72,14 @@ func cfgErr(field string, value any, allowed string) error {
 	return fmt.Errorf("%w: %s = %v is out of range: allowed %s", ErrConfig, field, value, allowed)
 }
 
-// Normalized returns c with every default filled in, or an error that
+// Normalized is Validate under its former name.
+//
+// Deprecated: use Validate.
+func (c Config) Normalized() (Config, error) { return c.Validate() }
+
+// Validate returns c with every default filled in, or an error that
 // names the first invalid field, its value and the allowed range.
-func (c Config) Normalized() (Config, error) {
+func (c Config) Validate() (Config, error) {
 	if c.Rates == nil {
 		c.Rates = append([]float64(nil), DefaultRates...)
 	} else {
@@ -105,6 +110,9 @@ func (c Config) Normalized() (Config, error) {
 	}
 	if c.TBFLatency < MinTBFLatency || c.TBFLatency > MaxTBFLatency {
 		return c, cfgErr("Config.TBFLatency", c.TBFLatency, fmt.Sprintf("%v..%v (0 = %v)", MinTBFLatency, MaxTBFLatency, DefaultTBFLatency))
+	}
+	if c.Logger == nil {
+		c.Logger = discard()
 	}
 	return c, nil
 }

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-func TestNormalizedDefaults(t *testing.T) {
-	c, err := Config{}.Normalized()
+func TestValidateDefaults(t *testing.T) {
+	c, err := Config{}.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,11 +19,11 @@ func TestNormalizedDefaults(t *testing.T) {
 	// The defaults are copies: changing them does not change DefaultRates.
 	c.Rates[0] = 1
 	if DefaultRates[0] != 200e6 {
-		t.Fatal("Normalized returned DefaultRates itself")
+		t.Fatal("Validate returned DefaultRates itself")
 	}
 }
 
-func TestNormalizedErrors(t *testing.T) {
+func TestValidateErrors(t *testing.T) {
 	many := make([]float64, 9)
 	for i := range many {
 		many[i] = 10e6
@@ -45,7 +45,7 @@ func TestNormalizedErrors(t *testing.T) {
 		{"latency high", Config{TBFLatency: 2 * time.Second}, []string{"Config.TBFLatency", "2s", "1ms..1s"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := tc.cfg.Normalized()
+			_, err := tc.cfg.Validate()
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -110,7 +110,7 @@ func TestAddressPlan(t *testing.T) {
 }
 
 func TestPlan(t *testing.T) {
-	cfg, err := Config{Rates: []float64{200e6, 10e6}, Prefix: "t"}.Normalized()
+	cfg, err := Config{Rates: []float64{200e6, 10e6}, Prefix: "t"}.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}

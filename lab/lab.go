@@ -62,7 +62,7 @@ func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, ni
 // On any error, or when ctx ends half-way, it removes everything it built
 // before returning. The caller must call Down.
 func Up(ctx context.Context, cfg Config) (*Lab, error) {
-	cfg, err := cfg.Normalized()
+	cfg, err := cfg.Validate()
 	if err != nil {
 		return nil, err
 	}
@@ -75,9 +75,6 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 		}
 	}
 	log := cfg.Logger
-	if log == nil {
-		log = discard()
-	}
 	lock, err := lockPrefix(cfg.Prefix)
 	if err != nil {
 		return nil, err

@@ -64,8 +64,8 @@ type Scheduler interface {
 	Departed(now int64, rail int, size int, waited int64, rails []RailState)
 }
 
-// Config carries what a scheduler may need to be built. The zero value is
-// valid for schedulers that need nothing.
+// Config carries what a scheduler may need to be built. Every field's zero
+// value means its default, except Rails, which is required.
 type Config struct {
 	// Rails is the number of rails (m). Required, >= 1.
 	Rails int
@@ -94,11 +94,36 @@ func noOptions(name string, cfg Config) error {
 }
 
 // ErrUnknown is returned (wrapped) by New for a name not in the registry.
-var ErrUnknown = errors.New("unknown scheduler")
+var ErrUnknown = errors.New("sched: unknown scheduler")
 
 // ErrConfig is returned (wrapped) by New when Config is invalid for the
 // scheduler.
-var ErrConfig = errors.New("invalid scheduler config")
+var ErrConfig = errors.New("sched: invalid config")
+
+// DefaultSegmentSize is the SegmentSize of a zero Config.
+const DefaultSegmentSize = 64 << 10
+
+// Validate fills the defaults of c in (SegmentSize, and Rand from Seed)
+// and checks the fields every scheduler relies on; the error wraps
+// ErrConfig and names the field, its value and what is allowed.
+// Scheduler-specific fields (Bandwidths, Options) are checked by the
+// scheduler's Factory. New calls it; so must a Factory that is called
+// directly.
+func (c *Config) Validate() error {
+	if c.Rails < 1 {
+		return fmt.Errorf("%w: Rails = %d, need >= 1", ErrConfig, c.Rails)
+	}
+	if c.SegmentSize == 0 {
+		c.SegmentSize = DefaultSegmentSize
+	}
+	if c.SegmentSize < 0 {
+		return fmt.Errorf("%w: SegmentSize = %d, need > 0 (0 = %d)", ErrConfig, c.SegmentSize, DefaultSegmentSize)
+	}
+	if c.Rand == nil {
+		c.Rand = rand.New(rand.NewPCG(c.Seed, c.Seed^0x9e3779b97f4a7c15))
+	}
+	return nil
+}
 
 // Factory builds a scheduler from a validated Config.
 type Factory func(cfg Config) (Scheduler, error)
@@ -130,17 +155,8 @@ func New(name string, cfg Config) (Scheduler, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w %q (allowed: %s)", ErrUnknown, name, strings.Join(Names(), ", "))
 	}
-	if cfg.Rails < 1 {
-		return nil, fmt.Errorf("%w: Rails = %d, need >= 1", ErrConfig, cfg.Rails)
-	}
-	if cfg.SegmentSize == 0 {
-		cfg.SegmentSize = 64 << 10
-	}
-	if cfg.SegmentSize < 0 {
-		return nil, fmt.Errorf("%w: SegmentSize = %d, need > 0", ErrConfig, cfg.SegmentSize)
-	}
-	if cfg.Rand == nil {
-		cfg.Rand = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	return f(cfg)
 }

@@ -286,12 +286,28 @@ func TestNewErrors(t *testing.T) {
 			if !errors.Is(err, tc.sentinel) {
 				t.Errorf("error %q does not wrap %v", err, tc.sentinel)
 			}
+			if !strings.HasPrefix(err.Error(), "sched: ") {
+				t.Errorf("error %q does not start with the package's name", err)
+			}
 			for _, sub := range tc.contains {
 				if !strings.Contains(err.Error(), sub) {
 					t.Errorf("error %q does not mention %q", err, sub)
 				}
 			}
 		})
+	}
+}
+
+func TestConfigValidateFillsDefaults(t *testing.T) {
+	c := Config{Rails: 2, Seed: 7}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.SegmentSize != DefaultSegmentSize || c.Rand == nil {
+		t.Errorf("Validate left %+v", c)
+	}
+	if err := (&Config{}).Validate(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "Rails = 0") {
+		t.Errorf("zero Config: %v", err)
 	}
 }
 

@@ -46,7 +46,7 @@ var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 func parseScenario(name string, data []byte, read readFunc) (*Scenario, error) {
 	if len(data) > maxFileBytes {
-		return nil, fmt.Errorf("%s:1: %w: file is larger than %d bytes", name, ErrScenario, maxFileBytes)
+		return nil, fmt.Errorf("%s:1: %w", name, &lineError{fmt.Sprintf("file is larger than %d bytes", maxFileBytes)})
 	}
 	p := &parser{name: name, lines: map[string]int{"": 1}, read: read}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -113,11 +113,11 @@ func (p *parser) fieldErr(err error) error {
 	path := fe.Field
 	for {
 		if line, ok := p.lines[path]; ok {
-			return p.errf(line, "%s", fe.Error())
+			return p.errf(line, "%s", fe.reason())
 		}
 		i := strings.LastIndexAny(path, ".[")
 		if i < 0 {
-			return p.errf(1, "%s", fe.Error())
+			return p.errf(1, "%s", fe.reason())
 		}
 		path = path[:i]
 	}

@@ -207,11 +207,15 @@ type Error struct {
 	Msg   string
 }
 
-func (e *Error) Error() string { return e.Field + ": " + e.Msg }
+func (e *Error) Error() string { return ErrScenario.Error() + ": " + e.reason() }
+
+// reason is the error without the package's prefix, as parse errors
+// ("FILE:LINE: reason") show it.
+func (e *Error) reason() string { return e.Field + ": " + e.Msg }
 
 // ErrScenario is wrapped by every error of ParseScenario, LoadScenario and
 // Validate about the scenario's contents.
-var ErrScenario = errors.New("invalid scenario")
+var ErrScenario = errors.New("sim: invalid scenario")
 
 func (e *Error) Unwrap() error { return ErrScenario }
 

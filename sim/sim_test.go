@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"errors"
 	"math"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -391,5 +393,10 @@ func TestSchedulersListed(t *testing.T) {
 	sc.Schedulers = []string{"nope"}
 	if err := sc.Validate(); err == nil {
 		t.Error("unknown scheduler accepted")
+	} else if !errors.Is(err, ErrScenario) || !strings.HasPrefix(err.Error(), "sim: invalid scenario: schedulers[0]: ") {
+		t.Errorf("Validate: %v, want sim: invalid scenario: schedulers[0]: ...", err)
+	}
+	if _, err := Builtin("nope"); !errors.Is(err, ErrScenario) || !strings.HasPrefix(err.Error(), "sim: ") {
+		t.Errorf("Builtin(nope): %v", err)
 	}
 }

@@ -29,26 +29,21 @@ type MLPConfig struct {
 	Hidden []int
 }
 
-// validate checks c; the error names the field, its value and what is
-// allowed.
-func (c MLPConfig) validate() error {
+// validate fills the default of c in and checks c; the error wraps
+// ErrConfig and names the field, its value and what is allowed.
+func (c *MLPConfig) validate() error {
 	if len(c.Hidden) > maxHiddenLayers {
-		return fmt.Errorf("train: MLPConfig.Hidden = %v has %d layers, allowed 0..%d (0 means the default [%d])", c.Hidden, len(c.Hidden), maxHiddenLayers, defaultHidden)
+		return fmt.Errorf("%w: MLPConfig.Hidden = %v has %d layers, allowed 0..%d (0 means the default [%d])", ErrConfig, c.Hidden, len(c.Hidden), maxHiddenLayers, defaultHidden)
 	}
 	for i, h := range c.Hidden {
 		if h < 1 || h > maxHiddenUnits {
-			return fmt.Errorf("train: MLPConfig.Hidden[%d] = %d, allowed 1..%d", i, h, maxHiddenUnits)
+			return fmt.Errorf("%w: MLPConfig.Hidden[%d] = %d, allowed 1..%d", ErrConfig, i, h, maxHiddenUnits)
 		}
 	}
-	return nil
-}
-
-// hidden returns the hidden widths with the default applied.
-func (c MLPConfig) hidden() []int {
 	if len(c.Hidden) == 0 {
-		return []int{defaultHidden}
+		c.Hidden = []int{defaultHidden}
 	}
-	return c.Hidden
+	return nil
 }
 
 // MLP is a multilayer perceptron for MNIST: ImageSize inputs, the hidden
@@ -92,9 +87,9 @@ func NewMLP(cfg MLPConfig, rng *rand.Rand) (*MLP, error) {
 	if rng == nil {
 		return nil, errors.New("train: NewMLP rng = nil, allowed a non-nil *rand.Rand")
 	}
-	sizes := make([]int, 0, len(cfg.hidden())+2)
+	sizes := make([]int, 0, len(cfg.Hidden)+2)
 	sizes = append(sizes, ImageSize)
-	sizes = append(sizes, cfg.hidden()...)
+	sizes = append(sizes, cfg.Hidden...)
 	sizes = append(sizes, NumClasses)
 	m := newMLP(sizes)
 	for l := range m.w {

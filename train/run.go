@@ -46,8 +46,9 @@ const (
 // (docs/discard.md says how they were chosen).
 var DefaultDiscard = discard.Config{Initial: 0.1, History: 4}
 
-// ErrConfig is wrapped by every error about Options.
-var ErrConfig = errors.New("train: invalid options")
+// ErrConfig is wrapped by every error about Options, Congestion or an
+// MLPConfig.
+var ErrConfig = errors.New("train: invalid config")
 
 // Congestion is the background load on every emulated rail: busy periods
 // that take a fraction of the rail (drawn uniformly from [Min, Max]) alternate
@@ -61,7 +62,9 @@ type Congestion struct {
 	Max  float64       // 0 = 0.9
 }
 
-func (c Congestion) withDefaults() (Congestion, error) {
+// validate returns c with its defaults filled in, or an error naming the
+// field, its value and what is allowed.
+func (c Congestion) validate() (Congestion, error) {
 	if c.Busy == 0 {
 		c.Busy = 400 * time.Millisecond
 	}
@@ -137,7 +140,9 @@ type Progress struct {
 	Elapsed     time.Duration
 }
 
-func (o Options) withDefaults() (Options, error) {
+// validate returns o with its defaults filled in, or an error naming the
+// first bad field, its value and what is allowed.
+func (o Options) validate() (Options, error) {
 	if o.Workers == 0 {
 		o.Workers = DefaultWorkers
 	}
@@ -171,7 +176,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: LR = %v out of range; allowed (0, 10]", ErrConfig, o.LR)
 	}
 	if err := o.MLP.validate(); err != nil {
-		return o, fmt.Errorf("%w: %w", ErrConfig, err)
+		return o, err
 	}
 	if o.Rails == nil {
 		specs, err := emu.ParseSpecs(DefaultRails)
@@ -189,14 +194,14 @@ func (o Options) withDefaults() (Options, error) {
 		}
 	}
 	var err error
-	if o.Congestion, err = o.Congestion.withDefaults(); err != nil {
+	if o.Congestion, err = o.Congestion.validate(); err != nil {
 		return o, err
 	}
 	if o.Discard == (discard.Config{}) {
 		o.Discard = DefaultDiscard
 	}
 	if o.Discard, err = o.Discard.Validate(); err != nil {
-		return o, fmt.Errorf("%w: %w", ErrConfig, err)
+		return o, fmt.Errorf("%w: Discard: %w", ErrConfig, err)
 	}
 	if o.PacketFloats < 0 || o.PacketFloats > 1<<20 {
 		return o, fmt.Errorf("%w: PacketFloats = %d out of range; allowed 1..1048576 (0 = %d)", ErrConfig, o.PacketFloats, comm.DefaultPacketFloats)
@@ -267,7 +272,7 @@ type Result struct {
 // same data order and the same background-load schedule, and returns one
 // Result per mode.
 func Run(ctx context.Context, o Options) ([]Result, error) {
-	o, err := o.withDefaults()
+	o, err := o.validate()
 	if err != nil {
 		return nil, err
 	}

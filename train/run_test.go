@@ -38,7 +38,7 @@ func TestOptionsErrors(t *testing.T) {
 		{QualitySmoothing: 2}, {PacketFloats: -1},
 	}
 	for _, o := range bad {
-		if _, err := o.withDefaults(); !errors.Is(err, ErrConfig) {
+		if _, err := o.validate(); !errors.Is(err, ErrConfig) {
 			t.Errorf("%+v: %v, want ErrConfig", o, err)
 		}
 	}

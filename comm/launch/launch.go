@@ -164,7 +164,7 @@ func Detect(getenv func(string) (string, bool), host string) (Info, error) {
 	var r Rdzv
 	switch v, ok := l.get("MULTIRAIL_RDZV"); {
 	case ok:
-		if r, err = ParseRdzv(v); err != nil {
+		if r, err = parseRdzv(v); err != nil {
 			return Info{}, fmt.Errorf("launch: MULTIRAIL_RDZV=%v", err)
 		}
 	case p.needRdzv != "":

@@ -465,6 +465,8 @@ func TestParseRdzv(t *testing.T) {
 		"file://", "file://host/x", "tcp://[::%[]:1", "tcp://[::1%]:1", "tcp://a b:1", "file://a", "unix:///x", "TCP://h:1", "tcp://h:1x"} {
 		if _, err := ParseRdzv(s); err == nil {
 			t.Errorf("ParseRdzv(%q) accepted", s)
+		} else if !strings.HasPrefix(err.Error(), "launch: ") {
+			t.Errorf("ParseRdzv(%q): %v, want an error starting with launch:", s, err)
 		}
 	}
 }

@@ -32,6 +32,16 @@ func (r Rdzv) String() string {
 // no host, no percent-decoding). Anything else is an error saying what is
 // allowed.
 func ParseRdzv(s string) (Rdzv, error) {
+	r, err := parseRdzv(s)
+	if err != nil {
+		return r, fmt.Errorf("launch: rendezvous URL %w", err)
+	}
+	return r, nil
+}
+
+// parseRdzv is ParseRdzv with errors that start with the quoted URL, for
+// callers that say where it came from.
+func parseRdzv(s string) (Rdzv, error) {
 	const want = `want tcp://host:port or file:///absolute/dir`
 	if rest, ok := strings.CutPrefix(s, "tcp://"); ok {
 		host, portS, err := net.SplitHostPort(rest)

@@ -57,5 +57,5 @@ func ExampleCandidates() {
 	fmt.Println(err)
 	// Output:
 	// rank 0 -> rank 1 (clh1): rail0 10.30.1.1>10.30.1.2, rail1 10.30.2.1>10.30.2.2; skipped lo (loopback), ctl (excluded by MULTIRAIL_IFNAME=^ctl), docker0 (virtual bridge (name matches docker*))
-	// MULTIRAIL_IFNAME="eth*": bad entry "eth*": "*" is not allowed (names are prefixes already; use "=" for exact names); want [^][=]ENTRY[,ENTRY...], ENTRY a name prefix or a CIDR, e.g. "eth,ib", "^docker,lo", "=eth0", "10.0.0.0/16"
+	// netif: MULTIRAIL_IFNAME="eth*": bad entry "eth*": "*" is not allowed (names are prefixes already; use "=" for exact names); want [^][=]ENTRY[,ENTRY...], ENTRY a name prefix or a CIDR, e.g. "eth,ib", "^docker,lo", "=eth0", "10.0.0.0/16"
 }

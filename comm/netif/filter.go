@@ -54,7 +54,7 @@ func ParseFilter(spec string) (Filter, error) {
 		return f, nil
 	}
 	bad := func(entry, why string) (Filter, error) {
-		return Filter{}, fmt.Errorf("%s=%q: bad entry %q: %s; %s", EnvVar, spec, entry, why, syntax)
+		return Filter{}, fmt.Errorf("netif: %s=%q: bad entry %q: %s; %s", EnvVar, spec, entry, why, syntax)
 	}
 	if strings.HasPrefix(s, "^") {
 		f.exclude = true
@@ -99,7 +99,7 @@ func ParseFilter(spec string) (Filter, error) {
 		f.names = append(f.names, e)
 	}
 	if f.IsZero() {
-		return Filter{}, fmt.Errorf("%s=%q: no entries; %s", EnvVar, spec, syntax)
+		return Filter{}, fmt.Errorf("netif: %s=%q: no entries; %s", EnvVar, spec, syntax)
 	}
 	f.spec = f.format()
 	return f, nil

@@ -16,8 +16,8 @@ func FuzzParseFilter(f *testing.F) {
 	f.Fuzz(func(t *testing.T, spec string) {
 		flt, err := ParseFilter(spec)
 		if err != nil {
-			if msg := err.Error(); strings.Contains(msg, "\n") || !strings.HasPrefix(msg, EnvVar+"=") {
-				t.Fatalf("error %q: want one line starting with %s=", msg, EnvVar)
+			if msg := err.Error(); strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "netif: "+EnvVar+"=") {
+				t.Fatalf("error %q: want one line starting with netif: %s=", msg, EnvVar)
 			}
 			return
 		}

@@ -31,7 +31,7 @@ type Card struct {
 
 // ErrAuth is wrapped by Exchange's error when the rank and the rendezvous
 // do not share the token.
-var ErrAuth = errors.New("authentication failed")
+var ErrAuth = errors.New("rdzv: authentication failed")
 
 // RefusedError is returned by Exchange, at once and without retrying, when
 // the rendezvous refused this rank for good: wrong token (it then wraps
@@ -45,7 +45,7 @@ type RefusedError struct {
 }
 
 func (e *RefusedError) Error() string {
-	return fmt.Sprintf("rendezvous %s refused this rank: %s", e.URL, e.Reason)
+	return fmt.Sprintf("rdzv: rendezvous %s refused this rank: %s", e.URL, e.Reason)
 }
 
 // Is lets errors.Is(err, ErrAuth) see an authentication refusal.
@@ -77,16 +77,16 @@ func (e *WaitError) Error() string {
 		if e.Last != nil {
 			last = e.Last.Error()
 		}
-		return fmt.Sprintf("rendezvous server %s not reachable: %s (rank %d of %d gave up: %v)", e.URL, last, e.Rank, e.Size, e.Err)
+		return fmt.Sprintf("rdzv: rendezvous server %s not reachable: %s (rank %d of %d gave up: %v)", e.URL, last, e.Rank, e.Size, e.Err)
 	}
 	if e.MissingCount > 0 {
-		return fmt.Sprintf("rendezvous %s: rank %d of %d gave up waiting for rank(s) %s (%d of %d registered): %v",
+		return fmt.Sprintf("rdzv: rendezvous %s: rank %d of %d gave up waiting for rank(s) %s (%d of %d registered): %v",
 			e.URL, e.Rank, e.Size, formatRanges(rangesOf(e.Missing), e.MissingCount), e.Size-e.MissingCount, e.Size, e.Err)
 	}
 	if e.Last != nil {
-		return fmt.Sprintf("rendezvous %s: rank %d of %d gave up: %v: %v", e.URL, e.Rank, e.Size, e.Last, e.Err)
+		return fmt.Sprintf("rdzv: rendezvous %s: rank %d of %d gave up: %v: %v", e.URL, e.Rank, e.Size, e.Last, e.Err)
 	}
-	return fmt.Sprintf("rendezvous %s: rank %d of %d gave up: %v", e.URL, e.Rank, e.Size, e.Err)
+	return fmt.Sprintf("rdzv: rendezvous %s: rank %d of %d gave up: %v", e.URL, e.Rank, e.Size, e.Err)
 }
 
 func (e *WaitError) Unwrap() error { return e.Err }
@@ -275,7 +275,7 @@ func (c *tcpClient) attempt(ctx context.Context) ([][]byte, error) {
 	case typ != tProof || len(body) != macSize:
 		return nil, refused("protocol error: frame type %d of %d bytes, want the server's proof", typ, len(body))
 	case !hmac.Equal(body, mac(c.token, labelServer, nonces)):
-		return nil, &RefusedError{URL: c.url, Reason: fmt.Sprintf("%v: the server at %s does not prove it knows this rank's token (%s)", ErrAuth, c.addr, TokenEnv), auth: true}
+		return nil, &RefusedError{URL: c.url, Reason: fmt.Sprintf("authentication failed: the server at %s does not prove it knows this rank's token (%s)", c.addr, TokenEnv), auth: true}
 	}
 	cb := appendCardBody(nil, c.card)
 	if err := writeFrame(conn, tCard, append(cb, mac(c.token, labelCard, nonces, cb)...)); err != nil {

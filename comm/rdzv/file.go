@@ -87,7 +87,7 @@ func (s *fileStore) check(name string, r int, b []byte) (Card, error) {
 	case c.JobID != s.card.JobID:
 		return Card{}, s.refused("%s is stale: it belongs to job %q, this job is %q (remove it, or give each job its own directory)", name, c.JobID, s.card.JobID)
 	case !macOK:
-		return Card{}, &RefusedError{URL: s.url, auth: true, Reason: fmt.Sprintf("%v: %s was written with another token (%s) or altered", ErrAuth, name, TokenEnv)}
+		return Card{}, &RefusedError{URL: s.url, auth: true, Reason: fmt.Sprintf("authentication failed: %s was written with another token (%s) or altered", name, TokenEnv)}
 	case c.Size != s.card.Size:
 		return Card{}, s.refused("rank %d says size %d (%s), rank %d's job has size %d", r, c.Size, name, s.card.Rank, s.card.Size)
 	}

@@ -495,7 +495,7 @@ func TestRdzvNotReachable(t *testing.T) {
 	url := "tcp://" + ln.Addr().String()
 	ln.Close()
 	_, err = Exchange(mustTimeout(t, 100*time.Millisecond), url, "", Card{Rank: 1, Size: 2})
-	if !errors.Is(err, context.DeadlineExceeded) || !strings.HasPrefix(err.Error(), "rendezvous server "+url+" not reachable: ") ||
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.HasPrefix(err.Error(), "rdzv: rendezvous server "+url+" not reachable: ") ||
 		!strings.Contains(err.Error(), "refused") {
 		t.Fatalf("%v", err)
 	}

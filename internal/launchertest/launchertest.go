@@ -221,7 +221,7 @@ func startSlurm(script string) error {
 			slurm.script = script
 			return nil
 		}
-		lastErr = fmt.Errorf("a local Slurm did not start (%s up %s: %v):\n%s", script, dir, err, stderr)
+		lastErr = fmt.Errorf("launchertest: a local Slurm did not start (%s up %s: %v):\n%s", script, dir, err, stderr)
 		// The script stops what it started when it fails; run down anyway
 		// (a watcher may be left) and keep DIR with its logs.
 		runScript(script, 60*time.Second, nil, "down", dir)

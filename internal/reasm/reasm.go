@@ -18,13 +18,16 @@ func Cost(n uint64) uint64 { return n + Overhead }
 
 // ErrCredit is returned (wrapped) when a peer starts a message beyond the
 // credit it was granted: a protocol violation.
-var ErrCredit = errors.New("flow-control credit exceeded")
+var ErrCredit = errors.New("reasm: flow-control credit exceeded")
 
 // ErrInconsistent is returned (wrapped) when a segment contradicts what is
 // known of its message (another total length or tag).
-var ErrInconsistent = errors.New("segment inconsistent with its message")
+var ErrInconsistent = errors.New("reasm: segment inconsistent with its message")
 
-// Config bounds a Reassembler. All fields are required.
+// Config bounds a Reassembler. Unlike other configurations its zero value
+// is not a default: the fields are the session's limits, which the
+// transport settles (segment size from the handshake, the rest from its
+// own Config), so SegmentSize, MaxMessage and Window are all required.
 type Config struct {
 	// SegmentSize is the peer's segment size (from the handshake).
 	SegmentSize int
@@ -104,16 +107,25 @@ type Reassembler struct {
 	held     int64  // bytes of messages in memory
 }
 
+// validate checks c; the error names the field, its value and what is
+// allowed.
+func (c Config) validate() error {
+	if c.SegmentSize < wire.MinSegmentSize || c.SegmentSize > wire.MaxSegmentSize {
+		return fmt.Errorf("reasm: SegmentSize = %d, allowed %d..%d", c.SegmentSize, wire.MinSegmentSize, wire.MaxSegmentSize)
+	}
+	if c.MaxMessage < 0 {
+		return fmt.Errorf("reasm: MaxMessage = %d, allowed >= 0", c.MaxMessage)
+	}
+	if c.Window < Cost(uint64(c.MaxMessage)) {
+		return fmt.Errorf("reasm: Window = %d, allowed >= MaxMessage + %d = %d", c.Window, Overhead, Cost(uint64(c.MaxMessage)))
+	}
+	return nil
+}
+
 // New returns a Reassembler for cfg.
 func New(cfg Config) (*Reassembler, error) {
-	if cfg.SegmentSize < wire.MinSegmentSize || cfg.SegmentSize > wire.MaxSegmentSize {
-		return nil, fmt.Errorf("reasm: SegmentSize = %d, allowed %d..%d", cfg.SegmentSize, wire.MinSegmentSize, wire.MaxSegmentSize)
-	}
-	if cfg.MaxMessage < 0 {
-		return nil, fmt.Errorf("reasm: MaxMessage = %d, need >= 0", cfg.MaxMessage)
-	}
-	if cfg.Window < Cost(uint64(cfg.MaxMessage)) {
-		return nil, fmt.Errorf("reasm: Window = %d, need >= MaxMessage + %d = %d", cfg.Window, Overhead, Cost(uint64(cfg.MaxMessage)))
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	return &Reassembler{
 		cfg:     cfg,

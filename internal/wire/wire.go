@@ -63,8 +63,8 @@ const DataHeaderSize = HeaderSize + DataFixedSize
 
 // Errors. Every decoding error wraps ErrMalformed.
 var (
-	ErrMalformed = errors.New("malformed frame")
-	ErrVersion   = errors.New("unsupported protocol version")
+	ErrMalformed = errors.New("wire: malformed frame")
+	ErrVersion   = errors.New("wire: unsupported protocol version")
 )
 
 // Header is the 8-byte frame header: type, flags, two reserved zero bytes and
@@ -487,7 +487,7 @@ func appendHeader(b []byte, typ, flags uint8, n uint32) []byte {
 }
 
 // ErrShort is returned by DecodeFrame when b holds only part of a frame.
-var ErrShort = errors.New("incomplete frame")
+var ErrShort = errors.New("wire: incomplete frame")
 
 // DecodeFrame checks the first whole frame in b: its header and its body,
 // decoded by the parser of its type. It returns the header and the number

@@ -3,7 +3,6 @@ package qlearn
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 
@@ -136,8 +135,9 @@ func deref(p *float64, def *float64) float64 {
 	return *def
 }
 
-// resolve fills the defaults of preset p in and validates the result.
-func (c Config) resolve(p Preset) (params, error) {
+// validate fills the defaults of preset p in and checks the result; the
+// error names the preset, the field, its value and the range.
+func (c Config) validate(p Preset) (params, error) {
 	d := Defaults(p)
 	out := params{
 		k: c.K, beta: deref(c.Beta, d.Beta), queueFactor: c.QueueFactor,
@@ -197,6 +197,16 @@ const optionNames = "k, beta, gamma, queue-factor, penalty, random-ties, epsilon
 // wait-factor, history) into a Config. It checks syntax only; ranges are checked when a
 // scheduler is built (New).
 func ParseOptions(s string) (Config, error) {
+	c, err := parseOptions(s)
+	if err != nil {
+		return c, fmt.Errorf("qlearn: %w", err)
+	}
+	return c, nil
+}
+
+// parseOptions is ParseOptions with errors that do not name the package
+// (fromOptions names the preset instead).
+func parseOptions(s string) (Config, error) {
 	var c Config
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -261,18 +271,12 @@ func ParseOptions(s string) (Config, error) {
 // the number of rails, the segment size and the random source, as for
 // sched.New.
 func New(p Preset, base sched.Config, qc Config) (sched.Scheduler, error) {
-	if base.Rails < 1 {
-		return nil, fmt.Errorf("%w: Rails = %d, need >= 1", ErrConfig, base.Rails)
-	}
-	prm, err := qc.resolve(p)
-	if err != nil {
+	if err := base.Validate(); err != nil {
 		return nil, err
 	}
-	if base.SegmentSize <= 0 {
-		base.SegmentSize = 64 << 10
-	}
-	if base.Rand == nil {
-		base.Rand = rand.New(rand.NewPCG(base.Seed, base.Seed^0x9e3779b97f4a7c15))
+	prm, err := qc.validate(p)
+	if err != nil {
+		return nil, err
 	}
 	switch p {
 	case Patent:
@@ -285,7 +289,7 @@ func New(p Preset, base sched.Config, qc Config) (sched.Scheduler, error) {
 
 // fromOptions builds preset p with the constants in base.Options.
 func fromOptions(p Preset, base sched.Config) (sched.Scheduler, error) {
-	qc, err := ParseOptions(base.Options)
+	qc, err := parseOptions(base.Options)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrConfig, p, err)
 	}

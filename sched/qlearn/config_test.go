@@ -106,8 +106,8 @@ func TestParseOptions(t *testing.T) {
 		{"random-ties=perhaps", `want true or false`},
 		{"alpha=1", `"alpha": unknown key`},
 	} {
-		if _, err := ParseOptions(bad.in); err == nil || !strings.Contains(err.Error(), bad.want) {
-			t.Errorf("ParseOptions(%q) = %v, want error containing %q", bad.in, err, bad.want)
+		if _, err := ParseOptions(bad.in); err == nil || !strings.Contains(err.Error(), bad.want) || !strings.HasPrefix(err.Error(), "qlearn: ") {
+			t.Errorf("ParseOptions(%q) = %v, want error starting with qlearn: and containing %q", bad.in, err, bad.want)
 		}
 	}
 	// Syntax is fine, the range is checked by New.

@@ -47,5 +47,5 @@ func ExampleParseOptions() {
 	_, err = qlearn.New(qlearn.Patent, sched.Config{Rails: 3}, qc)
 	fmt.Println(err)
 	// Output:
-	// invalid scheduler config: qlearn-patent: K = 40, need 8..32
+	// sched: invalid config: qlearn-patent: K = 40, need 8..32
 }

@@ -1,4 +1,4 @@
-package rail
+package handshake
 
 import (
 	"crypto/hmac"
@@ -15,7 +15,7 @@ import (
 
 // ErrAuth means the peer does not know the shared token (or we don't know
 // the peer's).
-var ErrAuth = errors.New("authentication failed")
+var ErrAuth = errors.New("handshake: authentication failed")
 
 // RejectedError is returned to the dialing side when the acceptor refused a
 // rail; it names the acceptor's reason.
@@ -25,7 +25,7 @@ type RejectedError struct {
 }
 
 func (e *RejectedError) Error() string {
-	return fmt.Sprintf("peer rejected the rail (code %d): %s", e.Code, e.Reason)
+	return fmt.Sprintf("handshake: peer rejected the rail (code %d): %s", e.Code, e.Reason)
 }
 
 // Is lets errors.Is(err, ErrAuth) and errors.Is(err, wire.ErrVersion) see

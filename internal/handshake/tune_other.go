@@ -1,6 +1,6 @@
 //go:build !linux
 
-package rail
+package handshake
 
 import "net"
 

@@ -1,4 +1,4 @@
-package rail
+package handshake
 
 import (
 	"net"

@@ -1,0 +1,125 @@
+package sim
+
+import (
+	"flag"
+	"testing"
+
+	"github.com/multirail/multirail/sched"
+	"github.com/multirail/multirail/sched/qlearn"
+)
+
+// claimsSeed runs TestClaims on another seed than the built-in scenarios'
+// own (0), to see whether the claims hold on draws they were not measured
+// on: go test -run TestClaims -v ./sim -args -claims.seed=1
+var claimsSeed = flag.Int64("claims.seed", -1, "seed for TestClaims (-1: the scenarios' own)")
+
+// A claim says that qlearn beats a baseline on a built-in scenario by a
+// given margin. The bounds are the figures measured when the claims were
+// written down (issue 12, seed 0), rounded against qlearn: a change that
+// loses the margin fails here.
+type claim struct {
+	scenario string
+	why      string
+	check    func(t *testing.T, r map[string]*Result)
+}
+
+// claims are the simulator's claims for qlearn (BENCHMARKS.md, "Simulator:
+// every scheduler on every built-in scenario"). Measured at seed 0:
+// many-rails 99.8 % and 80.7 %; allreduce-64 0.28x; recovery 0.77x;
+// step-shift 0.76x. On held-out seeds 1, 2, 3 (-claims.seed): many-rails
+// 99.8 % and 79.3-80.4 %, allreduce-64 0.29x-0.35x and step-shift 0.76x
+// (its load and traffic draw nothing from the seed) hold; recovery does
+// not: 0.88x, 0.90x, 1.21x.
+var claims = []claim{
+	{
+		scenario: "many-rails",
+		why: "eight rails of 25..400 Mbit/s: qlearn waits for a fast rail when that is " +
+			"clearly faster; shortestqueue fills the slow rails' queues and each message " +
+			"waits for its last segment on a slow rail",
+		check: func(t *testing.T, r map[string]*Result) {
+			atLeast(t, "qlearn's efficiency", r[qlearn.Name].Efficiency, 0.99)
+			atMost(t, "shortestqueue's efficiency", r[sched.NameShortestQueue].Efficiency, 0.85)
+		},
+	},
+	{
+		scenario: "allreduce-64",
+		why: "no rail stays busy long enough for a rate estimate, so shortestqueue " +
+			"stripes equally; qlearn learns the split from delivery delays",
+		check: func(t *testing.T, r map[string]*Result) {
+			ratioAtMost(t, r, sched.NameShortestQueue, 0.5)
+		},
+	},
+	{
+		// recovery measures latency under light load: mean completion
+		// time of mostly small messages while the fast rail is 95 %
+		// taken for 3 s and then given back. shortestqueue is the
+		// baseline that matters: it is the only one within 5x of qlearn
+		// (weighted and roundrobin keep sending to the loaded rail); it
+		// learns rates only from backlogged rails and so keeps avoiding
+		// the recovered one, while qlearn learns from delivery delays.
+		scenario: "recovery",
+		why:      "mean completion time against shortestqueue's, light load, the fast rail given back at 3 s",
+		check: func(t *testing.T, r map[string]*Result) {
+			ratioAtMost(t, r, sched.NameShortestQueue, 0.8)
+		},
+	},
+	{
+		scenario: "step-shift",
+		why: "background load moves between rails at 4 s and 8 s: weighted keeps the " +
+			"configured shares, qlearn follows the load",
+		check: func(t *testing.T, r map[string]*Result) {
+			ratioAtMost(t, r, sched.NameWeighted, 0.8)
+		},
+	},
+}
+
+func atLeast(t *testing.T, what string, got, floor float64) {
+	t.Helper()
+	if got < floor {
+		t.Errorf("%s %.4f, claimed >= %.4f", what, got, floor)
+	}
+}
+
+func atMost(t *testing.T, what string, got, ceiling float64) {
+	t.Helper()
+	if got > ceiling {
+		t.Errorf("%s %.4f, claimed <= %.4f", what, got, ceiling)
+	}
+}
+
+// ratioAtMost checks qlearn's mean completion time against at most
+// ceiling x the baseline's.
+func ratioAtMost(t *testing.T, r map[string]*Result, baseline string, ceiling float64) {
+	t.Helper()
+	q, b := r[qlearn.Name].MeanCompletionS, r[baseline].MeanCompletionS
+	t.Logf("qlearn / %s mean completion time = %.4f", baseline, q/b)
+	atMost(t, "qlearn's mean completion time / "+baseline+"'s", q/b, ceiling)
+}
+
+// TestClaims runs each claim's scenario, at its own duration, for every
+// scheduler (the others are logged for comparison) and checks the claim.
+func TestClaims(t *testing.T) {
+	for _, c := range claims {
+		t.Run(c.scenario, func(t *testing.T) {
+			t.Parallel()
+			sc, err := Builtin(c.scenario)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *claimsSeed >= 0 {
+				sc.Seed = uint64(*claimsSeed)
+			}
+			res := map[string]*Result{}
+			for _, name := range sched.Names() {
+				r := run(t, sc, name)
+				res[name] = r
+				t.Logf("seed %d %-14s efficiency %6.2f %%, mean completion %8.2f ms, p99 %8.2f ms",
+					sc.Seed, name, 100*r.Efficiency, 1e3*r.MeanCompletionS, 1e3*r.P99CompletionS)
+			}
+			c.check(t, res)
+			if t.Failed() {
+				t.Logf("claim: %s", c.why)
+			}
+		})
+	}
+}
