@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	hs "github.com/multirail/multirail/internal/rail"
+	hs "github.com/multirail/multirail/internal/handshake"
 	"github.com/multirail/multirail/internal/sender"
 )
 

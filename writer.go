@@ -7,7 +7,7 @@ import (
 	"net"
 	"time"
 
-	hs "github.com/multirail/multirail/internal/rail"
+	hs "github.com/multirail/multirail/internal/handshake"
 	"github.com/multirail/multirail/internal/wire"
 )
 
