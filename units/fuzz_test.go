@@ -131,15 +131,19 @@ func variants(s string) []string {
 }
 
 // The references below try every split of the trimmed input into a
-// number that strconv accepts and a unit from a table, and are slow
-// (quadratic) but obviously right.
+// number that strconv accepts and a unit from a table (from the shortest
+// unit to the longest one there is), and are slow but obviously right.
 
 func refRate(s string) (float64, bool) {
 	t := strings.TrimSpace(s)
 	mults := map[string]float64{"": 1, "bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "bps": 1, "kbps": 1e3, "mbps": 1e6, "gbps": 1e9,
 		"bit/s": 1, "kbit/s": 1e3, "mbit/s": 1e6, "gbit/s": 1e9}
 	for i := len(t); i > 0; i-- {
-		mult, ok := mults[strings.ToLower(strings.TrimSpace(t[i:]))]
+		unit := strings.TrimSpace(t[i:])
+		if len(unit) > len("kbit/s") {
+			break // and longer for every smaller i
+		}
+		mult, ok := mults[strings.ToLower(unit)]
 		if !ok {
 			continue
 		}
@@ -161,7 +165,11 @@ func refSize(s string) (n int64, ok, overflow bool) {
 	mults := map[string]int64{"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gib": 1 << 30,
 		"kb": 1e3, "mb": 1e6, "gb": 1e9}
 	for i := len(t); i > 0; i-- {
-		mult, ok := mults[strings.ToLower(strings.TrimSpace(t[i:]))]
+		unit := strings.TrimSpace(t[i:])
+		if len(unit) > len("kib") {
+			break // and longer for every smaller i
+		}
+		mult, ok := mults[strings.ToLower(unit)]
 		if !ok {
 			continue
 		}
