@@ -49,6 +49,6 @@
 //
 // FormatRate, FormatSize and FormatDuration write a value in a compact form
 // that the matching parser reads back exactly: FormatRate(1.5e9) is
-// "1.5gbit", FormatSize(65536) is "64KiB", FormatDuration(1500*time.
-// Microsecond) is "1500us".
+// "1.5gbit", FormatSize(65536) is "64KiB", and FormatDuration of 1.5 ms is
+// "1500us".
 package units

@@ -84,18 +84,41 @@ func rangeErr(q, s, reason string) error {
 	return &Error{Quantity: q, Value: s, Reason: reason, Err: ErrRange}
 }
 
-// rateUnits maps a rate unit, lower case and without a trailing "/s", to
-// bits per second.
-var rateUnits = map[string]float64{
-	"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9,
-	"bps": 1, "kbps": 1e3, "mbps": 1e6, "gbps": 1e9,
+// rateUnit returns the bits per second of a rate unit, lower case and
+// without a trailing "/s".
+func rateUnit(u string) (float64, bool) {
+	switch u {
+	case "bit", "bps":
+		return 1, true
+	case "kbit", "kbps":
+		return 1e3, true
+	case "mbit", "mbps":
+		return 1e6, true
+	case "gbit", "gbps":
+		return 1e9, true
+	}
+	return 0, false
 }
 
-// sizeUnits maps a size unit, lower case, to bytes.
-var sizeUnits = map[string]int64{
-	"b": 1,
-	"k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gib": 1 << 30,
-	"kb": 1e3, "mb": 1e6, "gb": 1e9,
+// sizeUnit returns the bytes of a size unit, lower case.
+func sizeUnit(u string) (int64, bool) {
+	switch u {
+	case "b":
+		return 1, true
+	case "k", "kib":
+		return 1 << 10, true
+	case "m", "mib":
+		return 1 << 20, true
+	case "g", "gib":
+		return 1 << 30, true
+	case "kb":
+		return 1e3, true
+	case "mb":
+		return 1e6, true
+	case "gb":
+		return 1e9, true
+	}
+	return 0, false
 }
 
 // ParseRate parses a rate into bits per second: a NUMBER with an optional
@@ -110,7 +133,7 @@ func ParseRate(s string) (float64, error) {
 	mult := 1.0
 	if unit != "" {
 		key := lowerASCII(unit)
-		m, ok := rateUnits[strings.TrimSuffix(key, "/s")]
+		m, ok := rateUnit(strings.TrimSuffix(key, "/s"))
 		if !ok || strings.HasSuffix(key, "ps/s") {
 			return 0, syntaxErr(qRate, s, fmt.Sprintf("unknown unit %q", unit))
 		}
@@ -138,7 +161,7 @@ func ParseSize(s string) (int64, error) {
 	}
 	mult := int64(1)
 	if unit != "" {
-		m, ok := sizeUnits[lowerASCII(unit)]
+		m, ok := sizeUnit(lowerASCII(unit))
 		if !ok {
 			if unit[0] == '.' || (unit[0] == 'e' || unit[0] == 'E') && len(unit) > 1 && strings.IndexByte("+-0123456789", unit[1]) >= 0 {
 				return 0, syntaxErr(qSize, s, "fractions and exponents are not allowed in a size")
