@@ -35,4 +35,6 @@
 //     through, and the proxy writes in chunks of at most 16 KiB.
 //   - Note the units: rates are bits per second and decimal; "mbps" means
 //     megabits per second here (a synonym of "mbit"), not megabytes as in tc.
+//     Rates and delays in specs follow package units (units.ParseRate,
+//     units.ParseDuration), like the rest of multirail.
 package emu

@@ -24,7 +24,7 @@ func ExampleParseSpecs() {
 	// emu:200mbit/2ms: emu 2e+08 bit/s, delay 2ms
 	// emu:1.5gbit: emu 1.5e+09 bit/s, delay 0s
 	// loop: loop 0 bit/s, delay 0s
-	// emu: bad rail spec "emu:fast": bad rate "fast": allowed: RATE = NUMBER UNIT like 200mbit or 1.5gbit, UNIT one of bit, kbit, mbit, gbit, bps, kbps, mbps, gbps (decimal, bits per second), > 0 and <= 100gbit
+	// emu: bad rail spec "emu:fast": units: rate "fast": no number; allowed: a rate in bits per second: a number with an optional unit bit, kbit, mbit, gbit (decimal; bps, kbps, mbps, gbps are synonyms; /s may follow), case-insensitive, like 200mbit, 1.5Gbit/s or 2e8; no unit means bit/s
 }
 
 func ExampleProfile() {

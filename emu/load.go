@@ -10,9 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/multirail/multirail/units"
 )
 
-const formLoad = `allowed: RAIL:FRACTION@TIME, comma-separated, like 0:0.5@4s,0:0@8s with RAIL a rail index, FRACTION in [0,1) and TIME a Go duration >= 0`
+const formLoad = `allowed: RAIL:FRACTION@TIME, comma-separated, like 0:0.5@4s,0:0@8s with RAIL a rail index, FRACTION in [0,1) and TIME a duration >= 0 like 4s or 1500ms`
 
 // Load is one background-load step: from time At on (relative to the
 // link's epoch), Fraction of the rail's capacity is taken away (replacing
@@ -25,7 +27,7 @@ type Load struct {
 
 // String returns the load in the form ParseLoads reads: "0:0.5@4s".
 func (l Load) String() string {
-	return strconv.Itoa(l.Rail) + ":" + strconv.FormatFloat(l.Fraction, 'f', -1, 64) + "@" + formatDelay(l.At)
+	return strconv.Itoa(l.Rail) + ":" + strconv.FormatFloat(l.Fraction, 'f', -1, 64) + "@" + units.FormatDuration(l.At)
 }
 
 // ParseLoads parses a comma-separated list of background-load steps
@@ -54,9 +56,9 @@ func ParseLoads(s string, rails int) ([]Load, error) {
 		if err != nil || !(frac >= 0 && frac < 1) {
 			return nil, fmt.Errorf("emu: bad load %q: fraction %q must be in [0,1); %s", item, fracStr, formLoad)
 		}
-		at, err := time.ParseDuration(atStr)
-		if err != nil || at < 0 {
-			return nil, fmt.Errorf("emu: bad load %q: time %q must be a Go duration >= 0; %s", item, atStr, formLoad)
+		at, err := units.ParseDuration(atStr)
+		if err != nil {
+			return nil, fmt.Errorf("emu: bad load %q: time: %w; %s", item, err, formLoad)
 		}
 		loads = append(loads, Load{Rail: rail, Fraction: frac, At: at})
 	}

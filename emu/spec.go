@@ -3,9 +3,10 @@ package emu
 import (
 	"fmt"
 	"net/netip"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/multirail/multirail/units"
 )
 
 // Limits of an emulated rail.
@@ -23,11 +24,11 @@ const (
 
 // The allowed forms, quoted in error messages.
 const (
-	formSpec  = `allowed: emu:RATE[/DELAY], loop, or tcp:LOCALIP>REMOTEIP[:PORT]`
-	formRate  = `allowed: RATE = NUMBER UNIT like 200mbit or 1.5gbit, UNIT one of bit, kbit, mbit, gbit, bps, kbps, mbps, gbps (decimal, bits per second), > 0 and <= 100gbit`
-	formDelay = `allowed: DELAY = a Go duration like 2ms or 500us, >= 0 and <= 10s`
-	formTCP   = `allowed: tcp:LOCALIP>REMOTEIP or tcp:LOCALIP>REMOTEIP:PORT (IPv6 with a port: [::1]:7000)`
-	formList  = `allowed: comma-separated rail specs like emu:200mbit/2ms,loop,tcp:10.0.0.1>10.0.0.2`
+	formSpec   = `allowed: emu:RATE[/DELAY], loop, or tcp:LOCALIP>REMOTEIP[:PORT]`
+	rangeRate  = `allowed: > 0 and <= 100gbit`
+	rangeDelay = `allowed: 0..10s`
+	formTCP    = `allowed: tcp:LOCALIP>REMOTEIP or tcp:LOCALIP>REMOTEIP:PORT (IPv6 with a port: [::1]:7000)`
+	formList   = `allowed: comma-separated rail specs like emu:200mbit/2ms,loop,tcp:10.0.0.1>10.0.0.2`
 )
 
 // Spec is one parsed rail spec.
@@ -39,22 +40,14 @@ type Spec struct {
 	Remote  string        // tcp only: remote IP address, optionally with :port
 }
 
-// rateUnits maps a rate unit to bits per second. bps, kbps, mbps and gbps
-// are synonyms of bit, kbit, mbit and gbit: they count bits, not bytes
-// (unlike tc, where mbps means megabytes per second).
-var rateUnits = map[string]float64{
-	"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9,
-	"bps": 1, "kbps": 1e3, "mbps": 1e6, "gbps": 1e9,
-}
-
 // String returns the canonical form of s, which ParseSpec parses back into
 // s: "emu:200mbit", "emu:1.5gbit/500us", "loop", "tcp:10.0.0.1>10.0.0.2".
 func (s Spec) String() string {
 	switch s.Kind {
 	case KindEmu:
-		out := "emu:" + FormatRate(s.RateBps)
+		out := "emu:" + units.FormatRate(s.RateBps)
 		if s.Delay != 0 {
-			out += "/" + formatDelay(s.Delay)
+			out += "/" + units.FormatDuration(s.Delay)
 		}
 		return out
 	case KindLoop:
@@ -71,90 +64,14 @@ func (s Spec) LinkConfig(loads []Load) LinkConfig {
 	return LinkConfig{RateBps: s.RateBps, Delay: s.Delay, Loads: loads}
 }
 
-// FormatRate formats a rate in bits per second with the largest unit among
-// gbit, mbit, kbit and bit that represents it exactly, such that ParseRate
-// returns bps again: 2e8 -> "200mbit", 1.5e9 -> "1.5gbit".
-func FormatRate(bps float64) string {
-	for _, u := range []struct {
-		name string
-		mult float64
-	}{{"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}} {
-		if bps < u.mult {
-			continue
-		}
-		num := strconv.FormatFloat(bps/u.mult, 'f', -1, 64)
-		if back, err := strconv.ParseFloat(num, 64); err == nil && back*u.mult == bps {
-			return num + u.name
-		}
-	}
-	return strconv.FormatFloat(bps, 'f', -1, 64) + "bit"
-}
-
-// formatDelay formats d with the largest of s, ms, us, ns that divides it.
-func formatDelay(d time.Duration) string {
-	for _, u := range []struct {
-		name string
-		unit time.Duration
-	}{{"s", time.Second}, {"ms", time.Millisecond}, {"us", time.Microsecond}} {
-		if d%u.unit == 0 {
-			return strconv.FormatInt(int64(d/u.unit), 10) + u.name
-		}
-	}
-	return strconv.FormatInt(int64(d), 10) + "ns"
-}
-
-// ParseRate parses a rate such as "200mbit", "1.5gbit" or "64kbps" into bits
-// per second. The number is decimal digits with an optional fraction; units
-// are decimal (1 mbit = 1e6 bit/s) and case-insensitive. The rate must be
-// > 0 and <= 100gbit.
-func ParseRate(s string) (float64, error) {
-	bps, err := parseRate(s)
-	if err != nil {
-		return 0, fmt.Errorf("emu: %w", err)
-	}
-	return bps, nil
-}
-
-func parseRate(s string) (float64, error) {
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	intDigits := i
-	if i < len(s) && s[i] == '.' {
-		i++
-		j := i
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-		if i == j {
-			intDigits = 0 // "5." has no fraction digits: reject below
-		}
-	}
-	if intDigits == 0 {
-		return 0, fmt.Errorf("bad rate %q: %s", s, formRate)
-	}
-	mult, ok := rateUnits[strings.ToLower(s[i:])]
-	if !ok {
-		return 0, fmt.Errorf("bad rate %q: unit %q unknown; %s", s, s[i:], formRate)
-	}
-	num, err := strconv.ParseFloat(s[:i], 64)
-	if err != nil {
-		return 0, fmt.Errorf("bad rate %q: %s", s, formRate)
-	}
-	bps := num * mult
-	if !(bps > 0) || bps > MaxRateBps {
-		return 0, fmt.Errorf("rate %q out of range; %s", s, formRate)
-	}
-	return bps, nil
-}
-
 // ParseSpec parses one rail spec: "emu:RATE[/DELAY]" (e.g. "emu:200mbit",
 // "emu:200mbit/2ms", "emu:1.5gbit/500us"), "loop", or
 // "tcp:LOCALIP>REMOTEIP[:PORT]" (e.g. "tcp:10.0.0.1>10.0.0.2",
-// "tcp:fd00::1>[fd00::2]:7000"). Surrounding white space is ignored; kinds
-// and units are case-insensitive. IP addresses come back in their canonical
-// form.
+// "tcp:fd00::1>[fd00::2]:7000"). RATE is a rate as units.ParseRate reads it
+// (bits per second, > 0 and <= 100gbit), DELAY a duration as
+// units.ParseDuration reads it (0..10s). Surrounding white space is
+// ignored; kinds and units are case-insensitive. IP addresses come back in
+// their canonical form.
 func ParseSpec(s string) (Spec, error) {
 	s = strings.TrimSpace(s)
 	kind, rest, hasColon := strings.Cut(s, ":")
@@ -169,15 +86,21 @@ func ParseSpec(s string) (Spec, error) {
 			break
 		}
 		rateStr, delayStr, hasDelay := strings.Cut(rest, "/")
-		rate, err := parseRate(rateStr)
+		rate, err := units.ParseRate(rateStr)
 		if err != nil {
 			return Spec{}, fmt.Errorf("emu: bad rail spec %q: %w", s, err)
 		}
+		if !(rate > 0) || rate > MaxRateBps {
+			return Spec{}, fmt.Errorf("emu: bad rail spec %q: rate %q is out of range; %s", s, rateStr, rangeRate)
+		}
 		var delay time.Duration
 		if hasDelay {
-			delay, err = time.ParseDuration(delayStr)
-			if err != nil || delay < 0 || delay > MaxDelay {
-				return Spec{}, fmt.Errorf("emu: bad rail spec %q: delay %q: %s", s, delayStr, formDelay)
+			delay, err = units.ParseDuration(delayStr)
+			if err != nil {
+				return Spec{}, fmt.Errorf("emu: bad rail spec %q: delay: %w", s, err)
+			}
+			if delay > MaxDelay {
+				return Spec{}, fmt.Errorf("emu: bad rail spec %q: delay %q is out of range; %s", s, delayStr, rangeDelay)
 			}
 		}
 		return Spec{Kind: KindEmu, RateBps: rate, Delay: delay}, nil

@@ -1,9 +1,12 @@
 package emu
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/multirail/multirail/units"
 )
 
 func TestParseSpec(t *testing.T) {
@@ -26,6 +29,13 @@ func TestParseSpec(t *testing.T) {
 		{"emu:123bit/1500us", Spec{Kind: "emu", RateBps: 123, Delay: 1500 * time.Microsecond}, "emu:123bit/1500us"},
 		{"emu:0.5bit", Spec{Kind: "emu", RateBps: 0.5}, "emu:0.5bit"},
 		{"EMU:200Mbit", Spec{Kind: "emu", RateBps: 200e6}, "emu:200mbit"},
+		{"emu:200", Spec{Kind: "emu", RateBps: 200}, "emu:200bit"},
+		{"emu:5.mbit", Spec{Kind: "emu", RateBps: 5e6}, "emu:5mbit"},
+		{"emu:.5mbit", Spec{Kind: "emu", RateBps: 5e5}, "emu:500kbit"},
+		{"emu:1e6bit", Spec{Kind: "emu", RateBps: 1e6}, "emu:1mbit"},
+		{"emu:10 mbit/4MS", Spec{Kind: "emu", RateBps: 10e6, Delay: 4 * time.Millisecond}, "emu:10mbit/4ms"},
+		{"emu:200mbit/2", Spec{Kind: "emu", RateBps: 200e6, Delay: 2 * time.Second}, "emu:200mbit/2s"},
+		{"emu:200mbit/0.0025", Spec{Kind: "emu", RateBps: 200e6, Delay: 2500 * time.Microsecond}, "emu:200mbit/2500us"},
 		{"  emu:200mbit/2ms ", Spec{Kind: "emu", RateBps: 200e6, Delay: 2 * time.Millisecond}, "emu:200mbit/2ms"},
 		{"loop", Spec{Kind: "loop"}, "loop"},
 		{"tcp:10.0.0.1>10.0.0.2", Spec{Kind: "tcp", Local: "10.0.0.1", Remote: "10.0.0.2"}, "tcp:10.0.0.1>10.0.0.2"},
@@ -57,21 +67,16 @@ func TestParseSpec(t *testing.T) {
 	}{
 		{"", `""`, "emu:RATE[/DELAY]"},
 		{"emu", `"emu"`, "emu:RATE[/DELAY]"},
-		{"emu:", `""`, "RATE = NUMBER UNIT"},
-		{"emu:200", `"200"`, "RATE = NUMBER UNIT"},
-		{"emu:200mb", `"mb"`, "RATE = NUMBER UNIT"},
-		{"emu:mbit", `"mbit"`, "RATE = NUMBER UNIT"},
-		{"emu:-5mbit", `"-5mbit"`, "RATE = NUMBER UNIT"},
-		{"emu:5.mbit", `"5.mbit"`, "RATE = NUMBER UNIT"},
-		{"emu:.5mbit", `".5mbit"`, "RATE = NUMBER UNIT"},
-		{"emu:1e6bit", `"1e6bit"`, "RATE = NUMBER UNIT"},
+		{"emu:", `""`, "a rate in bits per second"},
+		{"emu:200mb", `unknown unit "mb"`, "a rate in bits per second"},
+		{"emu:mbit", `"mbit"`, "a rate in bits per second"},
+		{"emu:-5mbit", `"-5mbit": negative`, "a rate in bits per second"},
 		{"emu:0mbit", `"0mbit"`, "> 0 and <= 100gbit"},
 		{"emu:101gbit", `"101gbit"`, "> 0 and <= 100gbit"},
-		{"emu:200mbit/", `""`, "DELAY = a Go duration"},
-		{"emu:200mbit/2", `"2"`, "DELAY = a Go duration"},
-		{"emu:200mbit/-1ms", `"-1ms"`, ">= 0 and <= 10s"},
-		{"emu:200mbit/11s", `"11s"`, ">= 0 and <= 10s"},
-		{"emu:200mbit/2ms/3ms", `"2ms/3ms"`, "DELAY = a Go duration"},
+		{"emu:200mbit/", `""`, "a duration"},
+		{"emu:200mbit/-1ms", `"-1ms": negative`, "a duration"},
+		{"emu:200mbit/11s", `"11s"`, "0..10s"},
+		{"emu:200mbit/2ms/3ms", `"2ms/3ms"`, "a duration"},
 		{"loop:1", `"loop:1"`, "loop"},
 		{"tcp", `"tcp"`, "tcp:LOCALIP>REMOTEIP"},
 		{"tcp:10.0.0.1", `"tcp:10.0.0.1"`, "tcp:LOCALIP>REMOTEIP"},
@@ -90,6 +95,27 @@ func TestParseSpec(t *testing.T) {
 			continue
 		}
 		checkErr(t, "ParseSpec("+tc.in+")", err, tc.bad, tc.form)
+	}
+}
+
+// TestParseSpecUnitsErrors: a rate or delay that package units refuses
+// comes back wrapped, for errors.Is.
+func TestParseSpecUnitsErrors(t *testing.T) {
+	for in, want := range map[string]error{
+		"emu:fast":        units.ErrSyntax,
+		"emu:-1mbit":      units.ErrRange,
+		"emu:1mbit/soon":  units.ErrSyntax,
+		"emu:1mbit/-2ms":  units.ErrRange,
+		"loop,emu:1mbt":   units.ErrSyntax,
+		"emu:1gbit,emu:x": units.ErrSyntax,
+	} {
+		_, err := ParseSpecs(in)
+		if !errors.Is(err, want) {
+			t.Errorf("ParseSpecs(%q) = %v; want an error wrapping %v", in, err, want)
+		}
+	}
+	if _, err := ParseLoads("0:0.5@-1s", 1); !errors.Is(err, units.ErrRange) {
+		t.Errorf("ParseLoads(0:0.5@-1s) = %v; want an error wrapping units.ErrRange", err)
 	}
 }
 
@@ -137,8 +163,8 @@ func TestParseSpecs(t *testing.T) {
 		{"  ", `"  "`, "comma-separated rail specs"},
 		{"emu:1mbit,,loop", "item 1 is empty", "comma-separated rail specs"},
 		{"emu:1mbit,", "item 1 is empty", "comma-separated rail specs"},
-		{"loop,emu:fast", `"fast"`, "RATE = NUMBER UNIT"},
-		{"loop,emu:fast", "item 1", "RATE = NUMBER UNIT"},
+		{"loop,emu:fast", `"fast"`, "a rate in bits per second"},
+		{"loop,emu:fast", "item 1", "a rate in bits per second"},
 	}
 	for _, tc := range bad {
 		_, err := ParseSpecs(tc.in)
@@ -147,25 +173,6 @@ func TestParseSpecs(t *testing.T) {
 			continue
 		}
 		checkErr(t, "ParseSpecs("+tc.in+")", err, tc.bad, tc.form)
-	}
-}
-
-func TestFormatRate(t *testing.T) {
-	for _, tc := range []struct {
-		bps  float64
-		want string
-	}{
-		{1, "1bit"}, {999, "999bit"}, {1000, "1kbit"}, {1500, "1.5kbit"}, {2e8, "200mbit"},
-		{1.5e9, "1.5gbit"}, {100e9, "100gbit"}, {1234567, "1.234567mbit"}, {0.25, "0.25bit"},
-	} {
-		got := FormatRate(tc.bps)
-		if got != tc.want {
-			t.Errorf("FormatRate(%v) = %q, want %q", tc.bps, got, tc.want)
-		}
-		back, err := ParseRate(got)
-		if err != nil || back != tc.bps {
-			t.Errorf("ParseRate(%q) = %v, %v; want %v", got, back, err, tc.bps)
-		}
 	}
 }
 
@@ -191,6 +198,9 @@ func TestParseLoads(t *testing.T) {
 	if s := want[3].String(); s != "1:0.99@1500ms" {
 		t.Errorf("Load.String = %q", s)
 	}
+	if got, err := ParseLoads("0:0.5@4, 0:0.25@1.5S", 1); err != nil || len(got) != 2 || got[0].At != 4*time.Second || got[1].At != 1500*time.Millisecond {
+		t.Errorf("ParseLoads with plain seconds and an upper-case unit = %v, %v", got, err)
+	}
 	if got, err := ParseLoads("", 2); err != nil || got != nil {
 		t.Errorf("ParseLoads(\"\") = %v, %v; want nil, nil", got, err)
 	}
@@ -212,7 +222,6 @@ func TestParseLoads(t *testing.T) {
 		{"0:-0.1@4s", 2, `"-0.1"`},
 		{"0:NaN@4s", 2, `"NaN"`},
 		{"0:half@4s", 2, `"half"`},
-		{"0:0.5@4", 2, `"4"`},
 		{"0:0.5@-1s", 2, `"-1s"`},
 		{"0:0.5@4s,", 2, `""`},
 		{"0:0.5@4s", 0, `"0"`},

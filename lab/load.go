@@ -9,6 +9,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/multirail/multirail/internal/measure"
 )
 
 // SeriesBucket is the width of the buckets of LoadResult.Series.
@@ -33,21 +35,9 @@ type LoadResult struct {
 
 // MeanBps returns the mean rate in bits/s of the buckets of series (each
 // width wide, the first starting at 0) that lie entirely within
-// [from, to); 0 when none does.
+// [from, to); 0 when none does. It is measure.WindowRate.
 func MeanBps(series []int64, width, from, to time.Duration) float64 {
-	var sum int64
-	n := 0
-	for i, b := range series {
-		lo := time.Duration(i) * width
-		if lo >= from && lo+width <= to {
-			sum += b
-			n++
-		}
-	}
-	if n == 0 {
-		return 0
-	}
-	return float64(sum) * 8 / (float64(n) * width.Seconds())
+	return measure.WindowRate(series, width, from, to)
 }
 
 // LoadStream is one TCP stream from A to B over one rail, competing with

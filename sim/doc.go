@@ -51,7 +51,8 @@
 // A scenario file is a YAML (or JSON) mapping; testdata/example.yaml shows
 // every field. Rates are bits/s ("200mbit", "1.5gbit", or a number), sizes
 // bytes ("64KiB", "1MiB", or a number), times Go durations ("4ms", "1.5s")
-// or plain seconds. Unknown fields are errors.
+// or plain seconds, all in the grammar of package units. Unknown fields
+// are errors.
 //
 //	name, seed               label; seed of all randomness (default 0)
 //	duration                 virtual length; a limit for finite traffic

@@ -12,8 +12,20 @@ import (
 	"time"
 
 	"github.com/multirail/multirail/sched"
+	"github.com/multirail/multirail/units"
 	"go.yaml.in/yaml/v3"
 )
+
+// Forms of the values a scenario accepts, quoted in error messages.
+const (
+	formRate     = units.RateForm + ", > 0 and <= 100gbit"
+	formSize     = units.SizeForm
+	formDuration = units.DurationForm
+	formFraction = "a number in [0,1]"
+)
+
+// MaxRateBps is the highest rail rate a scenario may give: 100 Gbit/s.
+const MaxRateBps = 100e9
 
 // Limits of a scenario file, so that a hostile file cannot make parsing
 // expensive.
@@ -90,6 +102,21 @@ type lineError struct{ msg string }
 
 func (e *lineError) Error() string { return e.msg }
 func (e *lineError) Unwrap() error { return ErrScenario }
+
+// unitsErr is the error of a value at path that package units refused.
+func (p *parser) unitsErr(line int, path string, err error) error {
+	return fmt.Errorf("%s:%d: %w", p.name, max(line, 1), &unitsError{path: path, err: err})
+}
+
+// unitsError is the reason part of a parse error of a rate, size or
+// duration; it wraps ErrScenario and the error of package units.
+type unitsError struct {
+	path string
+	err  error
+}
+
+func (e *unitsError) Error() string   { return e.path + ": " + e.err.Error() }
+func (e *unitsError) Unwrap() []error { return []error{ErrScenario, e.err} }
 
 func (p *parser) yamlErr(err error) error {
 	msg := err.Error()
@@ -198,9 +225,12 @@ func (p *parser) rate(n *yaml.Node, path string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	v, err := ParseRate(s)
+	v, err := units.ParseRate(s)
 	if err != nil {
-		return 0, p.errf(n.Line, "%s: %v", path, err)
+		return 0, p.unitsErr(n.Line, path, err)
+	}
+	if !(v > 0) || v > MaxRateBps {
+		return 0, p.errf(n.Line, "%s: rate %q is out of range; allowed > 0 and <= 100gbit", path, s)
 	}
 	return v, nil
 }
@@ -210,9 +240,9 @@ func (p *parser) size(n *yaml.Node, path string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	v, err := ParseSize(s)
+	v, err := units.ParseSize(s)
 	if err != nil {
-		return 0, p.errf(n.Line, "%s: %v", path, err)
+		return 0, p.unitsErr(n.Line, path, err)
 	}
 	return v, nil
 }
@@ -235,9 +265,9 @@ func (p *parser) duration(n *yaml.Node, path string) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	v, err := ParseDuration(s)
+	v, err := units.ParseDuration(s)
 	if err != nil {
-		return 0, p.errf(n.Line, "%s: %v", path, err)
+		return 0, p.unitsErr(n.Line, path, err)
 	}
 	return v, nil
 }

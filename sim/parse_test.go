@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/multirail/multirail/units"
 )
 
 const okRails = `
@@ -75,11 +77,11 @@ func TestParseScenarioErrors(t *testing.T) {
 		{"syntax", "rails: [\n  {name: a", "f.yaml:"},
 		{"unknown field", "duration: 1s\nrail: []\n", `f.yaml:2: unknown field "rail" in the scenario`},
 		{"unknown rail field", "duration: 1s\nrails:\n  - {name: a, rate: 1mbit, bandwidth: 3}\n", `f.yaml:3: unknown field "bandwidth" in a rail (allowed: name, rate, delay, load)`},
-		{"bad rate", "duration: 1s\nrails:\n  - name: a\n    rate: 200mbt\n", `f.yaml:4: rails[0].rate: rate "200mbt": unknown unit "mbt"`},
+		{"bad rate", "duration: 1s\nrails:\n  - name: a\n    rate: 200mbt\n", `f.yaml:4: rails[0].rate: units: rate "200mbt": unknown unit "mbt"`},
 		{"rate zero", "duration: 1s\nrails:\n  - {rate: 0}\n", `f.yaml:3: rails[0].rate: rate "0" is out of range`},
 		{"missing rate", "duration: 1s\nrails:\n  - {name: a}\n", `f.yaml:3: rails[0]: missing rate`},
-		{"negative delay", "duration: 1s\ntraffic: {kind: bulk}\nrails:\n  - rate: 1mbit\n    delay: -4ms\n", `f.yaml:5: rails[0].delay: -4ms is out of range; allowed 0..10s`},
-		{"bad delay", "rails:\n  - {rate: 1mbit, delay: soon}\n", `f.yaml:2: rails[0].delay: duration "soon"`},
+		{"negative delay", "duration: 1s\ntraffic: {kind: bulk}\nrails:\n  - rate: 1mbit\n    delay: -4ms\n", `f.yaml:5: rails[0].delay: units: duration "-4ms": negative`},
+		{"bad delay", "rails:\n  - {rate: 1mbit, delay: soon}\n", `f.yaml:2: rails[0].delay: units: duration "soon"`},
 		{"fraction above 1", "duration: 1s\ntraffic: {kind: bulk}\nrails:\n  - rate: 1mbit\n    load:\n      - {at: 1s, fraction: 1.5}\n", `f.yaml:6: rails[0].load[0].fraction: 1.5 is out of range; allowed a number in [0,1]`},
 		{"fraction negative", "duration: 1s\ntraffic: {kind: bulk}\nrails:\n  - rate: 1mbit\n    load:\n      - kind: onoff\n        period: 1s\n        fraction: -0.1\n", `f.yaml:8: rails[0].load[0].fraction: -0.1 is out of range`},
 		{"load kind", "rails:\n  - rate: 1mbit\n    load: [{kind: storm, fraction: 0.5}]\n", `f.yaml:3: rails[0].load[0].kind: unknown load kind "storm"`},
@@ -95,7 +97,7 @@ func TestParseScenarioErrors(t *testing.T) {
 		{"queue depth word", "queue_depth: deep\n", `f.yaml:1: queue_depth: "deep" is out of range`},
 		{"segment size 0", "segment_size: 0\n", `f.yaml:1: segment_size: 0 is out of range`},
 		{"segment size small", "duration: 1s\nsegment_size: 100\ntraffic: {kind: bulk}\n" + okRails, `f.yaml:2: segment_size: 100 is out of range; allowed 512..67108864 bytes`},
-		{"bad size", "duration: 1s\n" + okRails + "traffic: {kind: bulk, size: 1MB2}\n", `f.yaml:5: traffic.size: size "1MB2"`},
+		{"bad size", "duration: 1s\n" + okRails + "traffic: {kind: bulk, size: 1MB2}\n", `f.yaml:5: traffic.size: units: size "1MB2"`},
 		{"missing duration", okRails + "traffic: {kind: bulk}\n", `f.yaml:1: duration: missing`},
 		{"no rails", "duration: 1s\ntraffic: {kind: bulk}\n", `f.yaml:1: rails: no rails`},
 		{"duplicate field", "duration: 1s\nduration: 2s\n", `f.yaml:2: field "duration" given twice`},
@@ -195,38 +197,51 @@ func TestParseTrace(t *testing.T) {
 	}
 }
 
-func TestUnits(t *testing.T) {
-	rates := map[string]float64{"200mbit": 200e6, "1gbit": 1e9, "1.5Gbit": 1.5e9, "64kbps": 64e3, "2e8": 2e8, "100": 100, "10 mbit": 10e6}
-	for s, want := range rates {
-		if got, err := ParseRate(s); err != nil || got != want {
-			t.Errorf("ParseRate(%q) = %v, %v; want %v", s, got, err, want)
+// TestScenarioUnits: rates, sizes and durations follow package units'
+// grammar, and a value it refuses gives an error that wraps both
+// ErrScenario and the units error.
+func TestScenarioUnits(t *testing.T) {
+	sc, err := ParseScenario("u.yaml", []byte(`
+duration: 1.5S
+segment_size: 8kib
+series_bin: 0.01
+rails:
+  - {rate: 2.5Gbit/s, delay: 0.001}
+  - {rate: 1e6bit, delay: 250US}
+  - {rate: 10 mbps}
+  - {rate: 2e8}
+traffic: {kind: bulk, size: 64 KIB}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Duration != 1500*time.Millisecond || sc.SegmentSize != 8<<10 || sc.SeriesBin != 10*time.Millisecond || sc.Traffic.Size != 64<<10 {
+		t.Errorf("parsed %+v", sc)
+	}
+	want := []Rail{{RateBps: 2.5e9, Delay: time.Millisecond}, {RateBps: 1e6, Delay: 250 * time.Microsecond}, {RateBps: 10e6}, {RateBps: 2e8}}
+	if !reflect.DeepEqual(sc.Rails, want) {
+		t.Errorf("rails %+v, want %+v", sc.Rails, want)
+	}
+	for _, c := range []struct {
+		src  string
+		want error
+	}{
+		{"rails: [{rate: 200mbt}]\n", units.ErrSyntax},
+		{"rails: [{rate: -1mbit}]\n", units.ErrRange},
+		{"rails: [{rate: 1mbit, delay: -4ms}]\n", units.ErrRange},
+		{"duration: soon\n", units.ErrSyntax},
+		{"segment_size: 1.5KiB\n", units.ErrSyntax},
+		{"segment_size: 99999999999GiB\n", units.ErrRange},
+	} {
+		_, err := ParseScenario("u.yaml", []byte(c.src))
+		if !errors.Is(err, c.want) || !errors.Is(err, ErrScenario) || !strings.HasPrefix(err.Error(), "u.yaml:1: ") {
+			t.Errorf("%q: error %v; want u.yaml:1: ... wrapping %v and ErrScenario", c.src, err, c.want)
 		}
 	}
-	for _, s := range []string{"", "fast", "200mbt", "-1mbit", "0", "101gbit", "mbit", "1..5mbit"} {
-		if _, err := ParseRate(s); err == nil {
-			t.Errorf("ParseRate(%q) accepted", s)
-		}
-	}
-	sizes := map[string]int64{"65536": 65536, "64KiB": 64 << 10, "1MiB": 1 << 20, "4m": 4 << 20, "1MB": 1e6, "10B": 10, "2 GiB": 2 << 30}
-	for s, want := range sizes {
-		if got, err := ParseSize(s); err != nil || got != want {
-			t.Errorf("ParseSize(%q) = %v, %v; want %v", s, got, err, want)
-		}
-	}
-	for _, s := range []string{"", "x", "-1", "1.5MiB", "9999999999GiB"} {
-		if _, err := ParseSize(s); err == nil {
-			t.Errorf("ParseSize(%q) accepted", s)
-		}
-	}
-	durs := map[string]time.Duration{"4ms": 4 * time.Millisecond, "1.5s": 1500 * time.Millisecond, "2": 2 * time.Second, "0.25": 250 * time.Millisecond, "-1s": -time.Second}
-	for s, want := range durs {
-		if got, err := ParseDuration(s); err != nil || got != want {
-			t.Errorf("ParseDuration(%q) = %v, %v; want %v", s, got, err, want)
-		}
-	}
-	for _, s := range []string{"", "soon", "1e300", "NaN"} {
-		if _, err := ParseDuration(s); err == nil {
-			t.Errorf("ParseDuration(%q) accepted", s)
+	for _, src := range []string{"rails: [{rate: 0}]\n", "rails: [{rate: 101gbit}]\n", "traffic: {kind: bulk, rate: 0mbit}\n"} {
+		_, err := ParseScenario("u.yaml", []byte(src))
+		if err == nil || !strings.Contains(err.Error(), "is out of range; allowed > 0 and <= 100gbit") || !errors.Is(err, ErrScenario) {
+			t.Errorf("%q: error %v; want out of range", src, err)
 		}
 	}
 }

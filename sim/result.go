@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/multirail/multirail/internal/measure"
 	"github.com/multirail/multirail/sched"
 )
 
@@ -17,7 +18,7 @@ type Result struct {
 	// MeanCompletionS, P50CompletionS and P99CompletionS summarise the
 	// completion times: from a message's submission by its source to the
 	// arrival of its last byte (reqresp: request to response; allreduce:
-	// one whole allreduce, end to end).
+	// one whole allreduce, end to end). Percentiles are nearest-rank.
 	MeanCompletionS float64 `json:"mean_completion_s"`
 	P50CompletionS  float64 `json:"p50_completion_s"`
 	P99CompletionS  float64 `json:"p99_completion_s"`
@@ -206,18 +207,15 @@ func (s *Sim) Result() *Result {
 	slices.Sort(c)
 	res.Completions = c
 	if n := len(c); n > 0 {
-		var sum float64
-		for _, v := range c {
-			sum += v
-		}
-		res.MeanCompletionS = sum / float64(n)
-		res.P50CompletionS = quantile(c, 0.5)
-		res.P99CompletionS = quantile(c, 0.99)
+		sum := measure.Summarize(c)
+		res.MeanCompletionS = sum.Mean
+		res.P50CompletionS = measure.PercentileSorted(c, 0.5)
+		res.P99CompletionS = measure.PercentileSorted(c, 0.99)
 		k := min(n, 100)
-		res.CompletionCDF = append(res.CompletionCDF, CDFPoint{S: c[0], Fraction: 1 / float64(n)})
+		res.CompletionCDF = append(res.CompletionCDF, CDFPoint{S: sum.Min, Fraction: 1 / float64(n)})
 		for i := 1; i <= k; i++ {
 			q := float64(i) / float64(k)
-			res.CompletionCDF = append(res.CompletionCDF, CDFPoint{S: quantile(c, q), Fraction: q})
+			res.CompletionCDF = append(res.CompletionCDF, CDFPoint{S: measure.PercentileSorted(c, q), Fraction: q})
 		}
 	}
 	if len(s.links) > 0 {
@@ -237,10 +235,4 @@ func (s *Sim) Result() *Result {
 		s.result = res
 	}
 	return res
-}
-
-// quantile is the nearest-rank q-quantile of sorted values.
-func quantile(sorted []float64, q float64) float64 {
-	i := int(math.Ceil(q*float64(len(sorted)))) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
 }

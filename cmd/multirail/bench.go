@@ -15,6 +15,7 @@ import (
 	"github.com/multirail/multirail/emu"
 	"github.com/multirail/multirail/internal/bench"
 	"github.com/multirail/multirail/sched"
+	"github.com/multirail/multirail/units"
 	"github.com/spf13/cobra"
 )
 
@@ -58,9 +59,9 @@ func parseDispatchList(s string) ([]time.Duration, error) {
 	var out []time.Duration
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
-		d, err := time.ParseDuration(f)
+		d, err := units.ParseDuration(f)
 		if err != nil {
-			return nil, usagef("--dispatch %q: want a duration such as 10ms, or 0 for continuous dispatch", f)
+			return nil, usagef("--dispatch %q: %w; the interval must be 0 (continuous) or %v..%v", f, err, multirail.MinDispatchInterval, multirail.MaxDispatchInterval)
 		}
 		if err := parseDispatch("dispatch", d); err != nil {
 			return nil, err

@@ -14,8 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/multirail/multirail/emu"
 	"github.com/multirail/multirail/lab"
+	"github.com/multirail/multirail/units"
 	"github.com/spf13/cobra"
 )
 
@@ -38,10 +38,11 @@ func parseRates(s string) ([]float64, error) {
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		allowed := fmt.Sprintf("allowed a rate like 200mbit or 1.5gbit (units bit, kbit, mbit, gbit; decimal, bits per second), %s..%s per rail",
-			emu.FormatRate(lab.MinRateBps), emu.FormatRate(lab.MaxRateBps))
-		r, err := emu.ParseRate(f)
-		if err != nil {
-			return nil, usagef("--rates: %q is not a rate: %s", f, allowed)
+			units.FormatRate(lab.MinRateBps), units.FormatRate(lab.MaxRateBps))
+		r, err := units.ParseRate(f)
+		var ue *units.Error
+		if errors.As(err, &ue) {
+			return nil, usagef("--rates: %q is not a rate (%s): %s", f, ue.Reason, allowed)
 		}
 		if r < lab.MinRateBps || r > lab.MaxRateBps {
 			return nil, usagef("--rates: %q is out of range: %s", f, allowed)
@@ -174,7 +175,7 @@ func printLab(w io.Writer, l *lab.Lab) {
 	var sum float64
 	for i, r := range cfg.Rates {
 		sum += r
-		fmt.Fprintf(tw, "%s\t%s\t%d B\t%s Mbit/s\t%s\t%s\n", lab.RailDev(i), emu.FormatRate(r), lab.Burst(r), mbit(lab.GoodputCeiling(r)), l.RailIP(0, i), l.RailIP(1, i))
+		fmt.Fprintf(tw, "%s\t%s\t%d B\t%s Mbit/s\t%s\t%s\n", lab.RailDev(i), units.FormatRate(r), lab.Burst(r), mbit(lab.GoodputCeiling(r)), l.RailIP(0, i), l.RailIP(1, i))
 	}
 	fmt.Fprintf(tw, "%s\tunshaped\t-\t-\t%s\t%s\n", lab.CtlDev, l.CtlIP(0), l.CtlIP(1))
 	tw.Flush()
@@ -254,7 +255,7 @@ func newLabLoad(g *globals) *cobra.Command {
 			}
 			fmt.Fprintf(g.stdout, "%s: %s Mbit/s over %v (%d bytes; rail rate %s, TCP ceiling %s Mbit/s)\n",
 				lab.RailDev(rail), mbit(res.GoodputBps), res.Duration.Round(time.Millisecond), res.Bytes,
-				emu.FormatRate(l.Rate(rail)), mbit(lab.GoodputCeiling(l.Rate(rail))))
+				units.FormatRate(l.Rate(rail)), mbit(lab.GoodputCeiling(l.Rate(rail))))
 			return nil
 		},
 	}
@@ -404,7 +405,7 @@ func printStatus(w io.Writer, s labStatusLab) {
 	updown := map[bool]string{true: "up", false: "DOWN"}
 	for _, r := range s.Rails {
 		qa, qb := r.Qdisc[s.Namespaces[0]], r.Qdisc[s.Namespaces[1]]
-		fmt.Fprintf(tw, "%s\t%s\t%s > %s\t%s/%s\t%d B\t%d\t%d B\t%d B\t%d\n", r.Dev, emu.FormatRate(r.RateBps), r.Addrs[0], r.Addrs[1],
+		fmt.Fprintf(tw, "%s\t%s\t%s > %s\t%s/%s\t%d B\t%d\t%d B\t%d B\t%d\n", r.Dev, units.FormatRate(r.RateBps), r.Addrs[0], r.Addrs[1],
 			updown[r.Up[0]], updown[r.Up[1]], qa.Bytes, qa.Drops, qa.Backlog, qb.Bytes, qb.Drops)
 	}
 	tw.Flush()

@@ -415,7 +415,7 @@ func runLabBench(ctx context.Context, g *globals, f *labBenchFlags, p labBenchPl
 func ratesString(rates []float64) string {
 	var s []string
 	for _, r := range rates {
-		s = append(s, emu.FormatRate(r))
+		s = append(s, formatRate(r))
 	}
 	return strings.Join(s, ",")
 }
@@ -943,7 +943,7 @@ func writeLabOut(dir string, rep labReport, p labBenchPlan) error {
 	}
 	var names []string
 	for i := range p.rates {
-		names = append(names, emu.FormatRate(p.rates[i])) // the legend says "rail i <name>"
+		names = append(names, formatRate(p.rates[i])) // the legend says "rail i <name>"
 	}
 	for _, size := range p.sizes {
 		var panels []goodputPanel

@@ -58,7 +58,8 @@ func TestLabUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"lab", "up", "--rates", "0mbit"}, `multirail: --rates: "0mbit" is not a rate: allowed`},
+		{[]string{"lab", "up", "--rates", "0mbit"}, `multirail: --rates: "0mbit" is out of range: allowed`},
+		{[]string{"lab", "up", "--rates", "-5mbit"}, `multirail: --rates: "-5mbit" is not a rate (negative): allowed`},
 		{[]string{"lab", "up", "--prefix", "a b"}, "--prefix"},
 		{[]string{"lab", "up", "--cc", "Cubic"}, "--cc"},
 		{[]string{"lab", "up", "--tbf-latency", "5s"}, "--tbf-latency"},

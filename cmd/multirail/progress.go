@@ -57,7 +57,7 @@ func newProgress(w io.Writer, quiet bool, label string, specs []emu.Spec, total 
 				mpb.AppendDecorators(decor.Any(func(decor.Statistics) string {
 					pr.mu.Lock()
 					defer pr.mu.Unlock()
-					return fmt.Sprintf("%8.1f Mbit/s", pr.rates[i]/1e6)
+					return fmt.Sprintf("%8s Mbit/s", mbit(pr.rates[i]))
 				})))
 			pr.bars = append(pr.bars, bar)
 		}
@@ -88,7 +88,7 @@ func (pr *progress) update(elapsed time.Duration, perRail []uint64) {
 	}
 	var parts []string
 	for i, r := range pr.rates {
-		parts = append(parts, fmt.Sprintf("%s %.1f", pr.names[i], r/1e6))
+		parts = append(parts, pr.names[i]+" "+mbit(r))
 	}
 	pr.mu.Unlock()
 	for _, bar := range pr.bars {

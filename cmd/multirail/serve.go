@@ -17,6 +17,7 @@ import (
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/emu"
 	"github.com/multirail/multirail/internal/bench"
+	"github.com/multirail/multirail/internal/measure"
 	"github.com/multirail/multirail/sched"
 	"github.com/spf13/cobra"
 )
@@ -297,7 +298,7 @@ func sendFor(ctx context.Context, c *multirail.Conn, size int, d time.Duration, 
 		}
 		r.Rails = append(r.Rails, bench.RailResult{Name: rs.Name, GoodputBps: share * r.GoodputBps})
 	}
-	r.LatencyP50, r.LatencyP99 = bench.Percentile(lat, 0.5), bench.Percentile(lat, 0.99)
+	r.LatencyP50, r.LatencyP99 = measure.Percentile(lat, 0.5), measure.Percentile(lat, 0.99)
 	r.AddSchedulerStats(st)
 	return r, nil
 }

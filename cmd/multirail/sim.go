@@ -19,6 +19,7 @@ import (
 
 	"github.com/multirail/multirail/sched"
 	"github.com/multirail/multirail/sim"
+	"github.com/multirail/multirail/units"
 	"github.com/spf13/cobra"
 )
 
@@ -119,14 +120,14 @@ func (f *simFlags) plan(cmd *cobra.Command) (simPlan, error) {
 		sc.Seed = seed
 	}
 	if cmd.Flags().Changed("duration") {
-		d, err := time.ParseDuration(strings.TrimSpace(f.duration))
+		d, err := units.ParseDuration(f.duration)
 		if err != nil || d <= 0 || d > sim.MaxDuration {
 			return p, usagef("--duration %q: want a duration > 0 and <= %v, like 10s", f.duration, sim.MaxDuration)
 		}
 		sc.Duration = d
 	}
 	if cmd.Flags().Changed("dispatch") {
-		d, err := time.ParseDuration(strings.TrimSpace(f.dispatch))
+		d, err := units.ParseDuration(f.dispatch)
 		if err != nil || (d != 0 && (d < sim.MinDispatchInterval || d > sim.MaxDispatchInterval)) {
 			return p, usagef("--dispatch %q: allowed 0 (continuous) or %v..%v", f.dispatch, sim.MinDispatchInterval, sim.MaxDispatchInterval)
 		}

@@ -135,7 +135,7 @@ func TestSimBadInput(t *testing.T) {
 	}{
 		{[]string{"sim"}, "--scenario is required"},
 		{[]string{"sim", "--scenario", "nosuch"}, `--scenario "nosuch": no built-in scenario and no file of that name (built-ins: allreduce-1024`},
-		{[]string{"sim", "--scenario", bad}, bad + `:3: rails[0].rate: rate "200mbt": unknown unit "mbt"`},
+		{[]string{"sim", "--scenario", bad}, bad + `:3: rails[0].rate: units: rate "200mbt": unknown unit "mbt"`},
 		{[]string{"sim", "--scenario", "static-hetero", "--sched", "bogus"}, `--sched "bogus": unknown scheduler "bogus" (allowed: `},
 		{[]string{"sim", "--scenario", "static-hetero", "--sched", "weighted,weighted"}, `"weighted" is listed twice`},
 		{[]string{"sim", "--scenario", "static-hetero", "--duration", "-1s"}, `--duration "-1s": want a duration > 0`},

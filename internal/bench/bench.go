@@ -7,12 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/emu"
+	"github.com/multirail/multirail/internal/measure"
 )
 
 // Options describe one measurement.
@@ -57,6 +57,8 @@ type RailResult struct {
 }
 
 // Result is one scheduler's run, in the JSON shape of the CLI contract.
+// LatencyP50, LatencyP99 and RTTP50 are nearest-rank percentiles
+// (measure.Percentile) of the message latencies and 1-byte round trips.
 type Result struct {
 	Sched       string       `json:"sched"`
 	Size        int          `json:"size"`
@@ -236,14 +238,14 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if res.CapacityBps > 0 {
 		res.Efficiency = res.GoodputBps / res.CapacityBps
 	}
-	res.LatencyP50, res.LatencyP99 = Percentile(lat, 0.50), Percentile(lat, 0.99)
+	res.LatencyP50, res.LatencyP99 = measure.Percentile(lat, 0.50), measure.Percentile(lat, 0.99)
 	res.AddSchedulerStats(cli.Stats()) // before the round trips add choices of their own
 	if o.RTT {
 		rtts, err := pingPong(ctx, cli, srv, 2000)
 		if err != nil {
 			return res, err
 		}
-		res.RTTP50 = Percentile(rtts, 0.5)
+		res.RTTP50 = measure.Percentile(rtts, 0.5)
 	}
 	return res, nil
 }
@@ -516,17 +518,6 @@ func TCPBaseline(ctx context.Context, spec emu.Spec, size int, duration time.Dur
 		}
 		rtts = append(rtts, time.Since(t0).Seconds())
 	}
-	b.LatencyP50 = Percentile(rtts, 0.5)
+	b.LatencyP50 = measure.Percentile(rtts, 0.5)
 	return b, nil
-}
-
-// Percentile returns the q-quantile of xs (nearest rank below), 0 if empty.
-func Percentile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	i := int(q * float64(len(s)-1))
-	return s[i]
 }
