@@ -19,16 +19,18 @@ type bufClass struct {
 	free [][]byte
 }
 
-// maxFree bounds the buffers kept per class (and the bytes: at most
-// 64 MiB per class, and maxPooled in all).
-func maxFree(class int) int { return max(1, min(64, (64<<20)>>(class+minClassShift))) }
+// maxFree bounds the buffers kept per class: up to 64 buffers or 64 MiB,
+// but always 8, so that a window of large messages in flight (8 MiB worth,
+// at least 4 of them, as the benchmarks keep) reuses its buffers instead of
+// faulting in fresh memory for every message; maxPooled bounds them all.
+func maxFree(class int) int { return max(8, min(64, (64<<20)>>(class+minClassShift))) }
 
 var bufClasses [maxClassShift - minClassShift + 1]bufClass
 
 // maxPooled bounds the bytes kept for reuse in all classes together, so
 // that a peer sending many large messages cannot make the process keep
 // them after the application released them.
-const maxPooled = 64 << 20
+const maxPooled = 256 << 20
 
 // pooled is the bytes now kept in all classes.
 var pooled atomic.Int64
