@@ -963,7 +963,7 @@ func TestHostileHalfOpenFloodNewSession(t *testing.T) {
 
 // poolCap is the most memory a correct library keeps for reuse, process
 // wide, once every message has been released.
-const poolCap = 64 << 20
+const poolCap = 256 << 20 // maxPooled
 
 // poolSlack allows for unrelated heap growth while the test runs.
 const poolSlack = 4 << 20
