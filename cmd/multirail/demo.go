@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -149,62 +147,6 @@ func prepareOut(out string, now time.Time) (dir string, created bool, err error)
 	return out, false, nil
 }
 
-// sampler records the cumulative per-rail byte counters bench.Run reports.
-type sampler struct {
-	t     []time.Duration
-	bytes [][]uint64
-}
-
-func (s *sampler) add(elapsed time.Duration, perRail []uint64) {
-	s.t = append(s.t, elapsed)
-	s.bytes = append(s.bytes, slices.Clone(perRail))
-}
-
-// binGoodput turns cumulative per-rail byte counters sampled at times ts
-// (increasing, the counters being 0 at time 0) into per-rail goodput in
-// bins of width bin. The last bin ends at the last sample and absorbs a
-// remainder shorter than half a bin. It returns the bin midpoints in
-// seconds and bps[rail][bin] in bits per second.
-func binGoodput(ts []time.Duration, bytes [][]uint64, bin time.Duration) (mid []float64, bps [][]float64) {
-	if len(ts) == 0 || len(ts) != len(bytes) || bin <= 0 {
-		return nil, nil
-	}
-	rails := len(bytes[0])
-	end := ts[len(ts)-1].Seconds()
-	w := bin.Seconds()
-	n := max(1, int(math.Round(end/w)))
-	// cum is rail r's counter at time t, linearly interpolated.
-	cum := func(r int, t float64) float64 {
-		pt, pv := 0.0, 0.0
-		for i, ti := range ts {
-			s, v := ti.Seconds(), float64(bytes[i][r])
-			if t <= s {
-				if s == pt {
-					return v
-				}
-				return pv + (v-pv)*(t-pt)/(s-pt)
-			}
-			pt, pv = s, v
-		}
-		return pv
-	}
-	bps = make([][]float64, rails)
-	for k := range n {
-		a, b := float64(k)*w, float64(k+1)*w
-		if k == n-1 {
-			b = end
-		}
-		if b <= a {
-			continue
-		}
-		mid = append(mid, (a+b)/2)
-		for r := range rails {
-			bps[r] = append(bps[r], (cum(r, b)-cum(r, a))*8/(b-a))
-		}
-	}
-	return mid, bps
-}
-
 func runDemo(ctx context.Context, g *globals, f *demoFlags) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -241,12 +183,12 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) error {
 	}
 	for _, name := range names {
 		prog := newProgress(g.stderr, f.quiet, name, specs, f.duration)
-		var smp sampler
+		var smp bench.Sampler
 		r, err := bench.Run(ctx, bench.Options{
 			Rails: specs, Sched: name, Size: demoSize, Duration: f.duration, Loads: []emu.Load{load},
 			RTT: true, Logger: g.logger(),
 			Progress: func(el time.Duration, perRail []uint64) {
-				smp.add(el, perRail)
+				smp.Add(el, perRail)
 				prog.update(el, perRail)
 			},
 		})
@@ -255,7 +197,7 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) error {
 			return fail(fmt.Errorf("demo %s: %w", name, err))
 		}
 		rep.Results = append(rep.Results, r)
-		mid, bps := binGoodput(smp.t, smp.bytes, demoBin)
+		mid, bps := smp.Bin(demoBin)
 		rep.Timelines = append(rep.Timelines, timeline{Sched: name, BinS: demoBin.Seconds(), T: mid, RailsBps: bps})
 	}
 	if !f.quiet {
