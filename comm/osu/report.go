@@ -85,6 +85,7 @@ type ValidationError struct {
 	Ranks []string
 }
 
+// Error implements error.
 func (e *ValidationError) Error() string {
 	if e.Rank >= 0 {
 		return fmt.Sprintf("osu %s: validation failed on rank %d at size %d: element %d (iteration %d) = %s, want %s",
@@ -94,6 +95,7 @@ func (e *ValidationError) Error() string {
 		e.Test, e.Size, strings.Join(e.Ranks, ", "))
 }
 
+// Unwrap makes errors.Is find the sentinel (and the cause, if any).
 func (e *ValidationError) Unwrap() error { return ErrValidation }
 
 // gathered is how many values each rank contributes to combine.

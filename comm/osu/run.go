@@ -37,10 +37,12 @@ type RanksError struct {
 	Ranks int
 }
 
+// Error implements error.
 func (e *RanksError) Error() string {
 	return fmt.Sprintf("osu %s needs at least 2 ranks; this job has %d", e.Test, e.Ranks)
 }
 
+// Unwrap makes errors.Is find the sentinel (and the cause, if any).
 func (e *RanksError) Unwrap() error { return ErrRanks }
 
 // Run runs the plan on rank c.Rank() of an initialised communicator;

@@ -27,10 +27,12 @@ type RunsError struct {
 	Runs   int
 }
 
+// Error implements error.
 func (e *RunsError) Error() string {
 	return fmt.Sprintf("lab bench: %d of %d runs failed: %s", len(e.Failed), e.Runs, strings.Join(e.Failed, ", "))
 }
 
+// Unwrap makes errors.Is find the sentinel (and the cause, if any).
 func (e *RunsError) Unwrap() error { return ErrRunsFailed }
 
 // Options configure a Bench.

@@ -14,8 +14,10 @@ var ErrRsh = errors.New("labbench: rsh")
 // with "lab rsh".
 type RshError struct{ Msg string }
 
+// Error implements error.
 func (e *RshError) Error() string { return "labbench: " + e.Msg }
 
+// Unwrap makes errors.Is find the sentinel (and the cause, if any).
 func (e *RshError) Unwrap() error { return ErrRsh }
 
 // sshValueOpts are the ssh options that take a value.

@@ -43,10 +43,12 @@ type UnknownSystemError struct {
 	Item string
 }
 
+// Error implements error.
 func (e *UnknownSystemError) Error() string {
 	return fmt.Sprintf("labbench: %q: unknown system (allowed: %s)", e.Item, Allowed())
 }
 
+// Unwrap makes errors.Is find the sentinel (and the cause, if any).
 func (e *UnknownSystemError) Unwrap() error { return ErrUnknownSystem }
 
 // UnavailableError is a system asked for by name that cannot run here,
@@ -56,10 +58,12 @@ type UnavailableError struct {
 	Err    error
 }
 
+// Error implements error.
 func (e *UnavailableError) Error() string {
 	return fmt.Sprintf("labbench: %s cannot run here: %v", e.System, e.Err)
 }
 
+// Unwrap makes errors.Is find the sentinel (and the cause, if any).
 func (e *UnavailableError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }
 
 // Allowed lists what Expand takes, for messages.
