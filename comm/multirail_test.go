@@ -10,6 +10,8 @@ import (
 
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/discard"
+	"github.com/multirail/multirail/emu"
+	"github.com/multirail/multirail/internal/topo"
 )
 
 // loopRing connects n ranks in a ring over real multirail connections of
@@ -19,30 +21,13 @@ func loopRing(t *testing.T, n int) (out, in []*multirail.Conn) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	out, in = make([]*multirail.Conn, n), make([]*multirail.Conn, n)
-	for i := range n {
-		ln, err := multirail.Listen("127.0.0.1:0", multirail.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		acc := make(chan error, 1)
-		go func() {
-			c, err := ln.Accept(ctx)
-			in[(i+1)%n] = c
-			acc <- err
-		}()
-		c, err := multirail.Dial(ctx, multirail.Config{Rails: []multirail.Rail{{Addr: addr}, {Addr: addr}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[i] = c
-		if err := <-acc; err != nil {
-			t.Fatal(err)
-		}
-		ln.Close()
+	r, err := topo.NewRing(ctx, n, func(int) topo.PairConfig {
+		return topo.PairConfig{Rails: []emu.Spec{{Kind: emu.KindLoop}, {Kind: emu.KindLoop}}, CloseListener: true}
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out, in
+	return r.Out, r.In
 }
 
 func randomInputs(N, n int, seed uint64) [][]float32 {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/discard"
+	"github.com/multirail/multirail/emu"
+	"github.com/multirail/multirail/internal/topo"
 	"go.uber.org/goleak"
 )
 
@@ -19,24 +21,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // loopback rails.
 func pair(t *testing.T, cfg multirail.StageConfig) (*multirail.StageConn, *multirail.StageConn) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ln, err := multirail.Listen("127.0.0.1:0", multirail.Config{})
+	p, err := topo.NewPair(context.Background(), topo.PairConfig{Rails: []emu.Spec{{Kind: emu.KindLoop}, {Kind: emu.KindLoop}}, CloseListener: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	ch := make(chan *multirail.Conn, 1)
-	go func() { c, _ := ln.Accept(ctx); ch <- c }()
-	addr := ln.Addr().String()
-	a, err := multirail.Dial(ctx, multirail.Config{Rails: []multirail.Rail{{Addr: addr}, {Addr: addr}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := <-ch
-	if b == nil {
-		t.Fatal("accept failed")
-	}
+	a, b := p.Dialer, p.Acceptor
 	sa, err := multirail.NewStageConn(a, cfg)
 	if err != nil {
 		t.Fatal(err)

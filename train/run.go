@@ -14,6 +14,7 @@ import (
 	"github.com/multirail/multirail/comm"
 	"github.com/multirail/multirail/discard"
 	"github.com/multirail/multirail/emu"
+	"github.com/multirail/multirail/internal/topo"
 )
 
 // Mode is how gradients are exchanged.
@@ -307,76 +308,51 @@ type ring struct {
 	out, in []*multirail.Conn
 	links   []*emu.Link
 	stages  []*multirail.StageConn
+	top     *topo.Ring
 }
 
 func (r *ring) close() {
 	for _, s := range r.stages {
 		s.Close()
 	}
-	for _, c := range r.out {
-		if c != nil {
-			c.Close()
-		}
-	}
-	for _, c := range r.in {
-		if c != nil {
-			c.Close()
-		}
-	}
-	for _, l := range r.links {
-		l.Close()
+	if r.top != nil {
+		r.top.Close()
 	}
 }
 
 // connect builds the ring: per link, the rails of o.Rails with their own
 // background-load schedules, seeded by (Seed, link, rail).
 func connect(ctx context.Context, o Options) (*ring, error) {
-	N := o.Workers
-	r := &ring{out: make([]*multirail.Conn, N), in: make([]*multirail.Conn, N)}
 	horizon := 30 * time.Minute
-	for i := range N {
-		ln, err := multirail.Listen("127.0.0.1:0", multirail.Config{Logger: o.Logger, RailTimeout: railTimeout})
-		if err != nil {
-			r.close()
-			return nil, err
-		}
-		// A busy period may slow a rail to a tenth of its rate for a
-		// second or more: that rail is congested, not failed, so it gets
-		// a longer RailTimeout than the default 500 ms.
-		cfg := multirail.Config{Logger: o.Logger, RailTimeout: railTimeout}
-		for j, s := range o.Rails {
-			var loads []emu.Load
-			if !o.Congestion.Off {
+	top, err := topo.NewRing(ctx, o.Workers, func(i int) topo.PairConfig {
+		return topo.PairConfig{
+			Rails: o.Rails,
+			// A busy period may slow a rail to a tenth of its rate for
+			// a second or more: that rail is congested, not failed, so
+			// it gets a longer RailTimeout than the default 500 ms.
+			Config: multirail.Config{Logger: o.Logger, RailTimeout: railTimeout},
+			Loads: func(j int) []emu.Load {
+				if o.Congestion.Off {
+					return nil
+				}
 				rng := rand.New(rand.NewPCG(o.Seed^0x6c6f6164, uint64(i*64+j)))
-				loads = emu.Bursty(rng, j, o.Congestion.Busy, o.Congestion.Idle, o.Congestion.Min, o.Congestion.Max, horizon)
-			}
-			lc := s.LinkConfig(loads)
-			lc.Logger = o.Logger
-			l, err := emu.NewLink(ln.Addr().String(), lc)
-			if err != nil {
-				ln.Close()
-				r.close()
-				return nil, err
-			}
-			r.links = append(r.links, l)
-			cfg.Rails = append(cfg.Rails, multirail.Rail{Name: fmt.Sprintf("link%d-%s", i, s), Addr: l.Addr(), Bandwidth: s.RateBps})
+				return emu.Bursty(rng, j, o.Congestion.Busy, o.Congestion.Idle, o.Congestion.Min, o.Congestion.Max, horizon)
+			},
+			Name:          func(j int) string { return fmt.Sprintf("link%d-%s", i, o.Rails[j]) },
+			Nominal:       true,
+			CloseListener: true,
+			Timeout:       time.Minute,
 		}
-		acc := make(chan error, 1)
-		go func() {
-			c, err := ln.Accept(ctx)
-			r.in[(i+1)%N] = c
-			acc <- err
-		}()
-		c, err := multirail.Dial(ctx, cfg)
-		r.out[i] = c
-		aerr := <-acc
-		ln.Close()
-		if err == nil {
-			err = aerr
-		}
-		if err != nil {
-			r.close()
-			return nil, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := &ring{out: top.Out, in: top.In, top: top}
+	for _, p := range top.Pairs {
+		for _, l := range p.Links {
+			if l != nil {
+				r.links = append(r.links, l)
+			}
 		}
 	}
 	return r, nil

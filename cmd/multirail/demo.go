@@ -10,13 +10,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/multirail/multirail/emu"
 	"github.com/multirail/multirail/internal/bench"
-	"github.com/multirail/multirail/internal/measure"
 	"github.com/multirail/multirail/sched"
 	"github.com/spf13/cobra"
 )
@@ -149,17 +147,6 @@ func prepareOut(out string, now time.Time) (dir string, created bool, err error)
 	return out, false, nil
 }
 
-// sampler records the cumulative per-rail byte counters bench.Run reports.
-type sampler struct {
-	t     []time.Duration
-	bytes [][]uint64
-}
-
-func (s *sampler) add(elapsed time.Duration, perRail []uint64) {
-	s.t = append(s.t, elapsed)
-	s.bytes = append(s.bytes, slices.Clone(perRail))
-}
-
 func runDemo(ctx context.Context, g *globals, f *demoFlags) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -196,12 +183,12 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) error {
 	}
 	for _, name := range names {
 		prog := newProgress(g.stderr, f.quiet, name, specs, f.duration)
-		var smp sampler
+		var smp bench.Sampler
 		r, err := bench.Run(ctx, bench.Options{
 			Rails: specs, Sched: name, Size: demoSize, Duration: f.duration, Loads: []emu.Load{load},
 			RTT: true, Logger: g.logger(),
 			Progress: func(el time.Duration, perRail []uint64) {
-				smp.add(el, perRail)
+				smp.Add(el, perRail)
 				prog.update(el, perRail)
 			},
 		})
@@ -210,7 +197,7 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) error {
 			return fail(fmt.Errorf("demo %s: %w", name, err))
 		}
 		rep.Results = append(rep.Results, r)
-		mid, bps := measure.CumulativeRates(smp.t, smp.bytes, demoBin)
+		mid, bps := smp.Bin(demoBin)
 		rep.Timelines = append(rep.Timelines, timeline{Sched: name, BinS: demoBin.Seconds(), T: mid, RailsBps: bps})
 	}
 	if !f.quiet {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/multirail/multirail/comm"
+	"github.com/multirail/multirail/comm/osu"
 )
 
 func TestParseOSUSizes(t *testing.T) {
@@ -46,131 +47,6 @@ func TestParseOSUSizes(t *testing.T) {
 		var ue usageError
 		if err == nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), "--sizes") {
 			t.Errorf("parseOSUSizes(%q): %v; want a usage error naming --sizes", bad, err)
-		}
-	}
-}
-
-func TestOSUElemSizes(t *testing.T) {
-	got := osuElemSizes([]int{1, 2, 4, 6, 7, 8, 1024})
-	if want := []int{4, 8, 1024}; !slices.Equal(got, want) {
-		t.Errorf("osuElemSizes = %v, want %v", got, want)
-	}
-}
-
-func TestOSUDefaultIters(t *testing.T) {
-	for _, tc := range []struct {
-		kind          osuKind
-		size          int
-		iters, warmup int
-	}{
-		{osuLatency, 1, 1000, 100},
-		{osuLatency, 8 << 10, 1000, 100},
-		{osuLatency, 16 << 10, 100, 10},
-		{osuLatency, 1 << 20, 20, 2},
-		{osuColl, 4, 1000, 100},
-		{osuColl, 512 << 10, 100, 10},
-		{osuColl, 4 << 20, 20, 2},
-		{osuBW, 8 << 10, 100, 10},
-		{osuBW, 16 << 10, 20, 2},
-		{osuBW, 1 << 20, 3, 1},
-		{osuBiBW, 4 << 20, 3, 1},
-		{osuBW, 64 << 20, 3, 1},
-	} {
-		i, w := osuDefaultIters(tc.kind, tc.size)
-		if i != tc.iters || w != tc.warmup {
-			t.Errorf("osuDefaultIters(%d, %d) = %d/%d, want %d/%d", tc.kind, tc.size, i, w, tc.iters, tc.warmup)
-		}
-	}
-	// The promise of the help text: a 4 MiB bw point takes at most 30 s at
-	// 350 Mbit/s, and iterations never grow with the size.
-	i, w := osuDefaultIters(osuBW, 4<<20)
-	if secs := float64(i+w) * osuWindow * (4 << 20) * 8 / 350e6; secs > 30 {
-		t.Errorf("a 4 MiB bw point moves %d windows: %.1f s at 350 Mbit/s, want <= 30 s", i+w, secs)
-	}
-	for _, k := range []osuKind{osuLatency, osuBW, osuColl} {
-		prev := 1 << 30
-		for s := 1; s <= 64<<20; s *= 2 {
-			i, w := osuDefaultIters(k, s)
-			if i > prev || i < 3 || w < 1 {
-				t.Errorf("kind %d size %d: %d/%d iterations after %d", k, s, i, w, prev)
-			}
-			prev = i
-		}
-	}
-}
-
-func TestOSUClosedForms(t *testing.T) {
-	for n := 1; n <= 9; n++ {
-		for i := range 30 {
-			var sum float32
-			for r := range n {
-				sum += osuReduceIn(r, i)
-			}
-			if want := osuReduceWant(n, i); sum != want {
-				t.Fatalf("n=%d i=%d: sum of inputs %v, closed form %v", n, i, sum, want)
-			}
-		}
-	}
-	// float32 holds the largest sum exactly at 2000 ranks.
-	if n := 2000; float64(osuReduceWant(n, 6)) != float64(n*(n+1)/2*7) {
-		t.Errorf("closed form not exact at %d ranks", n)
-	}
-	// alltoall/allgather/bcast values tell (source, destination, index)
-	// apart and never equal the -1 that marks an unwritten element.
-	seen := make(map[int32]string)
-	for a := -2; a < 8; a++ {
-		for b := -2; b < 8; b++ {
-			for i := range 256 {
-				v := osuValue(a, b, i)
-				key := fmt.Sprint(a, b, i)
-				if v < 0 {
-					t.Fatalf("osuValue(%s) = %d < 0", key, v)
-				}
-				if prev, dup := seen[v]; dup {
-					t.Fatalf("osuValue(%s) = osuValue(%s) = %d", key, prev, v)
-				}
-				seen[v] = key
-			}
-		}
-	}
-	if osuByte(0, 8, 3) == osuByte(1, 8, 3) || osuByte(0, 8, 3) == osuByte(0, 16, 3) {
-		t.Error("osuByte does not depend on the source and the size")
-	}
-	p := osuPayload(1, 100)
-	if bad := checkPayload(p, 1, 100, 0); bad != nil {
-		t.Errorf("checkPayload of a good payload: %+v", bad)
-	}
-	p[42]++
-	if bad := checkPayload(p, 1, 100, 7); bad == nil || bad.index != 42 || bad.iter != 7 {
-		t.Errorf("checkPayload of a payload wrong at 42: %+v", bad)
-	}
-	if bad := checkPayload(p[:50], 1, 100, 0); bad == nil || !strings.Contains(bad.got, "50 bytes") {
-		t.Errorf("checkPayload of a short payload: %+v", bad)
-	}
-	if bad := firstDiff([]int32{1, 2, 3}, []int32{1, 2, 4}, 5); bad == nil || bad.index != 2 || bad.got != "3" || bad.want != "4" {
-		t.Errorf("firstDiff: %+v", bad)
-	}
-}
-
-func TestOSUBusFactor(t *testing.T) {
-	for _, tc := range []struct {
-		test        string
-		n           int
-		factor, alg float64 // alg: algBytes of size 1000
-	}{
-		{"allreduce", 4, 1.5, 1000},
-		{"allgather", 4, 0.75, 4000},
-		{"reduce-scatter", 4, 0.75, 1000},
-		{"alltoall", 2, 0.5, 2000},
-		{"bcast", 8, 1, 1000},
-		{"barrier", 8, 0, 1000},
-	} {
-		ot, _ := findOSUTest(tc.test)
-		if f := ot.busFactor(tc.n); f != tc.factor {
-			t.Errorf("%s n=%d: factor %v, want %v", tc.test, tc.n, f, tc.factor)
-		}
-		if a := ot.algBytes(1000, tc.n); a != tc.alg {
-			t.Errorf("%s n=%d: algBytes %v, want %v", tc.test, tc.n, a, tc.alg)
 		}
 	}
 }
@@ -293,38 +169,39 @@ func closeLocal(cs []*comm.Comm) {
 // (under -race, the data races of the benchmark code show here), checks
 // the results and the table's columns.
 func TestOSUEveryTestInProcess(t *testing.T) {
-	for _, ot := range osuTests {
-		t.Run(ot.name, func(t *testing.T) {
-			args := []string{ot.name, "--validate", "--sizes", "4,1000,16KiB", "--iters", "5", "--warmup", "1"}
+	for _, name := range osu.Names() {
+		ot, _ := osu.Find(name)
+		t.Run(ot.Name, func(t *testing.T) {
+			args := []string{ot.Name, "--validate", "--sizes", "4,1000,16KiB", "--iters", "5", "--warmup", "1"}
 			stdout, stderr, errs := osuLocal(t, 3, append(args, "--json")...)
 			if err := errors.Join(errs...); err != nil {
 				t.Fatal(err)
 			}
-			var rep osuReport
+			var rep osu.Report
 			if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 				t.Fatalf("%v in %q", err, stdout)
 			}
 			wantSizes := []int{4, 1000, 16384}
-			if ot.coll == comm.CollBarrier && ot.kind == osuColl {
+			if ot.Coll == comm.CollBarrier && ot.Kind == osu.Coll {
 				wantSizes = []int{0}
 			}
-			if rep.Test != ot.name || rep.Ranks != 3 || rep.Launcher != "local" || !slices.Equal(rep.Rails, []int{0, 1, 1}) || len(rep.RailBytes) != 3 || len(rep.Results) != len(wantSizes) {
+			if rep.Test != ot.Name || rep.Ranks != 3 || rep.Launcher != "local" || !slices.Equal(rep.Rails, []int{0, 1, 1}) || len(rep.RailBytes) != 3 || len(rep.Results) != len(wantSizes) {
 				t.Fatalf("report %+v", rep)
 			}
 			for i, r := range rep.Results {
 				if r.Size != wantSizes[i] || !r.Validated || r.Iterations != 5 || r.Warmup != 1 || !(r.AvgUs > 0) || r.MinUs > r.AvgUs || r.MaxUs < r.AvgUs {
 					t.Errorf("result %d: %+v", i, r)
 				}
-				isBW := ot.kind == osuBW || ot.kind == osuBiBW
+				isBW := ot.Kind == osu.BW || ot.Kind == osu.BiBW
 				if (r.MBs != nil) != isBW || isBW && !(*r.MBs > 0) {
-					t.Errorf("result %d: mb_s %v for %s", i, r.MBs, ot.name)
+					t.Errorf("result %d: mb_s %v for %s", i, r.MBs, ot.Name)
 				}
-				hasBus := ot.kind == osuColl && ot.coll != comm.CollBarrier
+				hasBus := ot.Kind == osu.Coll && ot.Coll != comm.CollBarrier
 				if (r.BusBWBps != nil) != hasBus || hasBus && !(*r.BusBWBps > 0) {
-					t.Errorf("result %d: busbw_bps %v for %s", i, r.BusBWBps, ot.name)
+					t.Errorf("result %d: busbw_bps %v for %s", i, r.BusBWBps, ot.Name)
 				}
-				if (r.Algo != "") != (ot.kind == osuColl) {
-					t.Errorf("result %d: algo %q for %s", i, r.Algo, ot.name)
+				if (r.Algo != "") != (ot.Kind == osu.Coll) {
+					t.Errorf("result %d: algo %q for %s", i, r.Algo, ot.Name)
 				}
 			}
 			if rep.RailBytes[1][0] == 0 || len(rep.RailBytes[0]) != 0 {
@@ -340,12 +217,12 @@ func TestOSUEveryTestInProcess(t *testing.T) {
 				t.Fatal(err)
 			}
 			lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
-			if len(lines) != 3+len(wantSizes) || lines[0] != "# OSU MPI-style "+ot.title+" Test (multirail)" {
+			if len(lines) != 3+len(wantSizes) || lines[0] != "# OSU MPI-style "+ot.Title+" Test (multirail)" {
 				t.Fatalf("table:\n%s", stdout)
 			}
-			head := map[osuKind]string{osuLatency: "# Size       Avg Latency(us)", osuBW: "# Size      Bandwidth (MB/s)", osuBiBW: "# Size      Bandwidth (MB/s)",
-				osuColl: "# Size       Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations    Bus BW(Mbit/s)  Algorithm"}[ot.kind]
-			if ot.coll == comm.CollBarrier && ot.kind == osuColl {
+			head := map[osu.Kind]string{osu.Latency: "# Size       Avg Latency(us)", osu.BW: "# Size      Bandwidth (MB/s)", osu.BiBW: "# Size      Bandwidth (MB/s)",
+				osu.Coll: "# Size       Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations    Bus BW(Mbit/s)  Algorithm"}[ot.Kind]
+			if ot.Coll == comm.CollBarrier && ot.Kind == osu.Coll {
 				head = "# Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations  Algorithm"
 			}
 			if lines[2] != head {
@@ -353,7 +230,7 @@ func TestOSUEveryTestInProcess(t *testing.T) {
 			}
 			for i, l := range lines[3:] {
 				f := strings.Fields(l)
-				if ot.coll == comm.CollBarrier && ot.kind == osuColl {
+				if ot.Coll == comm.CollBarrier && ot.Kind == osu.Coll {
 					if len(f) != 5 || f[3] != "5" {
 						t.Errorf("row %q", l)
 					}
@@ -372,7 +249,7 @@ func TestOSUAlgoAndErrors(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	var rep osuReport
+	var rep osu.Report
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -384,42 +261,6 @@ func TestOSUAlgoAndErrors(t *testing.T) {
 	_, _, errs = osuLocal(t, 1, "latency", "--sizes", "8", "--iters", "2")
 	if errs[0] == nil || !strings.Contains(errs[0].Error(), "needs at least 2 ranks; this job has 1") {
 		t.Errorf("latency on one rank: %v", errs[0])
-	}
-}
-
-// TestOSUValidationFailure: a rank that found a wrong element fails with
-// its rank, size, element and values; the others fail naming it.
-func TestOSUValidationFailure(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cs, err := comm.NewLocal(ctx, 3, comm.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ot, _ := findOSUTest("allreduce")
-	p := osuPlan{test: ot, validate: true}
-	errs := make([]error, 3)
-	var wg sync.WaitGroup
-	defer closeLocal(cs)
-	for r, c := range cs {
-		wg.Go(func() {
-			m := osuMeasure{avg: 1, min: 1, max: 1}
-			if r == 1 {
-				m.bad = &osuMismatch{index: 17, iter: 3, got: "12", want: "15"}
-			}
-			_, errs[r] = osuCombine(ctx, c, p, 4096, 10, 1, m)
-		})
-	}
-	wg.Wait()
-	want := []string{
-		"osu allreduce: validation failed at size 4096 on rank 1 (element 17)",
-		"osu allreduce: validation failed on rank 1 at size 4096: element 17 (iteration 3) = 12, want 15",
-		"osu allreduce: validation failed at size 4096 on rank 1 (element 17)",
-	}
-	for r, err := range errs {
-		if err == nil || !strings.HasPrefix(err.Error(), want[r]) {
-			t.Errorf("rank %d: %v; want %q", r, err, want[r])
-		}
 	}
 }
 
@@ -510,9 +351,9 @@ func TestOSUProcesses(t *testing.T) {
 	if os.Getenv(osuChildArgs) != "" {
 		t.Skip("a child")
 	}
-	decode := func(t *testing.T, out string) osuReport {
+	decode := func(t *testing.T, out string) osu.Report {
 		t.Helper()
-		var rep osuReport
+		var rep osu.Report
 		dec := json.NewDecoder(strings.NewReader(out))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&rep); err != nil || dec.More() {

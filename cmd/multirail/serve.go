@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -17,20 +15,9 @@ import (
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/emu"
 	"github.com/multirail/multirail/internal/bench"
-	"github.com/multirail/multirail/internal/measure"
 	"github.com/multirail/multirail/sched"
 	"github.com/spf13/cobra"
 )
-
-// serveResult is what serve prints per connection.
-type serveResult struct {
-	Peer       string             `json:"peer"`
-	Messages   int                `json:"messages"`
-	Bytes      int64              `json:"bytes"`
-	DurationS  float64            `json:"duration_s"`
-	GoodputBps float64            `json:"goodput_bps"`
-	Rails      []bench.RailResult `json:"rails"`
-}
 
 func newServe(g *globals) *cobra.Command {
 	var (
@@ -76,7 +63,7 @@ the goodput and each rail's share. Set MULTIRAIL_TOKEN on both hosts.`,
 				go func() {
 					defer wg.Done()
 					defer c.Close()
-					r, err := receiveAll(ctx, c)
+					r, err := bench.ReceiveAll(ctx, c)
 					outMu.Lock()
 					defer outMu.Unlock()
 					if err != nil {
@@ -108,45 +95,6 @@ the goodput and each rail's share. Set MULTIRAIL_TOKEN on both hosts.`,
 	cmd.Flags().BoolVar(&once, "once", false, "exit after the first connection ends")
 	cmd.Flags().DurationVar(&dispatch, "dispatch", 0, "send-queue dispatch of this side's sends (acknowledgements only go out at once regardless): 0 = continuous, or a timer interval 10ms..1s")
 	return cmd
-}
-
-// receiveAll receives until the peer closes and measures from the first
-// message to the last.
-func receiveAll(ctx context.Context, c *multirail.Conn) (serveResult, error) {
-	var (
-		r           serveResult
-		first, last time.Time
-	)
-	base := c.Stats()
-	for {
-		m, err := c.Recv(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return r, err
-		}
-		now := time.Now()
-		if first.IsZero() {
-			first = now
-		}
-		last = now
-		r.Messages++
-		r.Bytes += int64(len(m.Data))
-	}
-	st := c.Stats()
-	r.DurationS = last.Sub(first).Seconds()
-	if r.DurationS > 0 {
-		r.GoodputBps = float64(r.Bytes) * 8 / r.DurationS
-	}
-	for i, rs := range st.Rails {
-		rr := bench.RailResult{Name: rs.Name}
-		if r.DurationS > 0 {
-			rr.GoodputBps = float64(rs.BytesReceived-base.Rails[i].BytesReceived) * 8 / r.DurationS
-		}
-		r.Rails = append(r.Rails, rr)
-	}
-	return r, nil
 }
 
 func newSend(g *globals) *cobra.Command {
@@ -219,7 +167,7 @@ receiver acknowledged the data. Set MULTIRAIL_TOKEN on both hosts.`,
 				return err
 			}
 			defer c.Close()
-			r, err := sendFor(ctx, c, int(n), duration, window, dispatch)
+			r, err := bench.SendFor(ctx, c, int(n), duration, window, dispatch)
 			if err != nil {
 				return err
 			}
@@ -243,62 +191,4 @@ receiver acknowledged the data. Set MULTIRAIL_TOKEN on both hosts.`,
 	fl.DurationVar(&dispatch, "dispatch", 0, "send-queue dispatch: 0 = continuous, or a timer interval 10ms..1s")
 	fl.BoolVar(&jsonOut, "json", false, "print one JSON object on stdout")
 	return cmd
-}
-
-// sendFor sends size-byte messages for d with window Sends in flight and
-// measures goodput from the acknowledged bytes. dispatch is c's
-// Config.DispatchInterval, for the record.
-func sendFor(ctx context.Context, c *multirail.Conn, size int, d time.Duration, window int, dispatch time.Duration) (bench.Result, error) {
-	r := bench.Result{Sched: c.Stats().Scheduler.Name, Size: size, DispatchS: dispatch.Seconds()}
-	msg := make([]byte, size)
-	start := time.Now()
-	deadline := start.Add(d)
-	base := c.Stats()
-	var (
-		mu   sync.Mutex
-		lat  []float64
-		errs []error
-		wg   sync.WaitGroup
-	)
-	for g := 0; g < window; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) {
-				t0 := time.Now()
-				if err := c.Send(ctx, uint32(g), msg); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-					return
-				}
-				mu.Lock()
-				lat = append(lat, time.Since(t0).Seconds())
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	el := time.Since(start)
-	if len(errs) > 0 {
-		return r, errs[0]
-	}
-	st := c.Stats()
-	r.DurationS = el.Seconds()
-	r.Messages = len(lat)
-	r.GoodputBps = float64(r.Messages) * float64(size) * 8 / el.Seconds()
-	var sent uint64
-	for i := range st.Rails {
-		sent += st.Rails[i].BytesSent - base.Rails[i].BytesSent
-	}
-	for i, rs := range st.Rails {
-		share := 0.0
-		if sent > 0 {
-			share = float64(rs.BytesSent-base.Rails[i].BytesSent) / float64(sent)
-		}
-		r.Rails = append(r.Rails, bench.RailResult{Name: rs.Name, GoodputBps: share * r.GoodputBps})
-	}
-	r.LatencyP50, r.LatencyP99 = measure.Percentile(lat, 0.5), measure.Percentile(lat, 0.99)
-	r.AddSchedulerStats(st)
-	return r, nil
 }

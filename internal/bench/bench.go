@@ -13,6 +13,7 @@ import (
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/emu"
 	"github.com/multirail/multirail/internal/measure"
+	"github.com/multirail/multirail/internal/topo"
 )
 
 // Options describe one measurement.
@@ -113,62 +114,12 @@ type Baseline struct {
 	LatencyP50 float64 `json:"latency_p50_s"`
 }
 
-// ErrSpec is returned for rail specs bench cannot run in-process.
-var ErrSpec = errors.New("bench: unsupported rail")
-
-// topology is a listener plus the emulated links in front of it.
-type topology struct {
-	ln    *multirail.Listener
-	links []*emu.Link
-	rails []multirail.Rail
-}
-
-func (t *topology) close() {
-	for _, l := range t.links {
-		if l != nil {
-			_ = l.Close()
-		}
-	}
-	_ = t.ln.Close()
-}
-
-// linkFor returns the address to dial for spec: target itself for loop, an
-// emulated link in front of target for emu.
-func linkFor(spec emu.Spec, rail int, target string, loads []emu.Load, log *slog.Logger) (string, *emu.Link, error) {
-	switch spec.Kind {
-	case "loop":
-		return target, nil, nil
-	case "emu":
-		l, err := emu.NewLink(target, emu.LinkConfig{RateBps: spec.RateBps, Delay: spec.Delay, Loads: emu.RailLoads(loads, rail), Logger: log})
-		if err != nil {
-			return "", nil, err
-		}
-		return l.Addr(), l, nil
-	}
-	return "", nil, fmt.Errorf("%w %q: bench runs emu: and loop rails (use serve/send for tcp: rails)", ErrSpec, spec.String())
-}
-
-func build(o Options, cfg multirail.Config) (*topology, error) {
-	// The accepting side learns the rates too, for its reverse direction.
-	for _, s := range o.Rails {
-		cfg.Rails = append(cfg.Rails, multirail.Rail{Name: s.String(), Bandwidth: s.RateBps})
-	}
-	ln, err := multirail.Listen("127.0.0.1:0", cfg)
-	if err != nil {
-		return nil, err
-	}
-	t := &topology{ln: ln}
-	for i, s := range o.Rails {
-		addr, link, err := linkFor(s, i, ln.Addr().String(), o.Loads, o.Logger)
-		if err != nil {
-			t.close()
-			return nil, err
-		}
-		t.links = append(t.links, link)
-		t.rails = append(t.rails, multirail.Rail{Name: s.String(), Addr: addr, Bandwidth: s.RateBps})
-	}
-	return t, nil
-}
+// NeedsNominal reports whether scheduler sched is given the rails'
+// nominal rates (multirail.Rail.Bandwidth): only weighted, which cannot
+// work without them. The others could read them too (shortestqueue and
+// qlearn-patent do, when given), but a transport in the field seldom knows
+// them, so giving them out would flatter those schedulers.
+func NeedsNominal(sched string) bool { return sched == "weighted" }
 
 // AutoWindow is the default number of Sends in flight for messages of
 // size bytes: about 8 MiB in flight, at least 4 and at most 256 (like the
@@ -184,37 +135,16 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	cfg := multirail.Config{Scheduler: o.Sched, SchedulerOptions: o.SchedOptions, SegmentSize: o.SegmentSize, QueueDepth: o.QueueDepth, DispatchInterval: o.DispatchInterval, Logger: o.Logger}
-	top, err := build(o, cfg)
+	top, err := topo.NewPair(ctx, pairConfig(o, cfg))
 	if err != nil {
 		return Result{}, err
 	}
-	defer top.close()
-	dcfg := cfg
-	dcfg.Rails = top.rails
-	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	var (
-		srv  *multirail.Conn
-		aerr error
-		wg   sync.WaitGroup
-	)
-	wg.Add(1)
-	go func() { defer wg.Done(); srv, aerr = top.ln.Accept(hctx) }()
-	cli, err := multirail.Dial(hctx, dcfg)
-	wg.Wait()
-	if err != nil {
-		return Result{}, err
-	}
-	if aerr != nil {
-		_ = cli.Close()
-		return Result{}, aerr
-	}
-	defer srv.Close()
-	defer cli.Close()
+	defer top.Close()
+	cli, srv := top.Dialer, top.Acceptor
 
 	res := Result{Sched: cli.Stats().Scheduler.Name, Size: o.Size, DispatchS: o.DispatchInterval.Seconds()}
 	start := time.Now()
-	for _, l := range top.links {
+	for _, l := range top.Links {
 		if l != nil {
 			l.SetEpoch(start)
 		}
@@ -226,8 +156,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	res.DurationS = elapsed.Seconds()
 	res.Messages = msgs
 	end := start.Add(elapsed)
-	for i, l := range top.links {
-		rr := RailResult{Name: top.rails[i].Name, GoodputBps: float64(perRail[i]) * 8 / elapsed.Seconds()}
+	for i, l := range top.Links {
+		rr := RailResult{Name: top.Rails[i].Name, GoodputBps: float64(perRail[i]) * 8 / elapsed.Seconds()}
 		if l != nil {
 			rr.CapacityBps = l.Capacity(start, end)
 		}
@@ -250,6 +180,15 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	return res, nil
 }
 
+// pairConfig is the topology of a run: o.Rails with o.Loads, the rails'
+// nominal rates given only to a scheduler that needs them.
+func pairConfig(o Options, cfg multirail.Config) topo.PairConfig {
+	return topo.PairConfig{
+		Rails: o.Rails, Config: cfg, Nominal: NeedsNominal(o.Sched),
+		Loads: func(rail int) []emu.Load { return emu.RailLoads(o.Loads, rail) },
+	}
+}
+
 // stream sends size-byte messages for o.Duration with o.Window Sends in
 // flight and returns the message latencies, the number of messages and the
 // payload bytes each rail delivered to the receiver within the run.
@@ -266,35 +205,26 @@ func stream(ctx context.Context, cli, srv *multirail.Conn, o Options, start time
 	for i, r := range srv.Stats().Rails {
 		base[i] = r.BytesReceived
 	}
-	var (
-		wg      sync.WaitGroup
-		sendErr error
-		errOnce sync.Once
-	)
 	// One read-only buffer for every sender, as the plain TCP baseline
 	// writes from one buffer: Send only reads it.
-	msg := make([]byte, o.Size)
-	for i := range msg {
-		msg[i] = byte(i * 7)
-	}
-	for g := 0; g < o.Window; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) {
+	msg := Payload(o.Size)
+	var sendErr error
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		_, err := SendWindow(ctx, cli, msg, SendOptions{
+			Window: o.Window, Until: deadline,
+			OnStart: func(g int, at time.Time) {
 				lg := &logs[g]
 				lg.mu.Lock()
-				lg.sends = append(lg.sends, time.Now())
+				lg.sends = append(lg.sends, at)
 				lg.mu.Unlock()
-				if err := cli.Send(ctx, uint32(g), msg); err != nil {
-					if ctx.Err() == nil {
-						errOnce.Do(func() { sendErr = err })
-					}
-					return
-				}
-			}
-		}()
-	}
+			},
+		})
+		if err != nil && ctx.Err() == nil {
+			sendErr = err
+		}
+	}()
 	var (
 		lat     []float64
 		msgs    int
@@ -305,31 +235,24 @@ func stream(ctx context.Context, cli, srv *multirail.Conn, o Options, start time
 	snap := make(chan struct{})
 	go func() {
 		next := make([]int, o.Window)
-		for {
-			m, err := srv.Recv(ctx)
-			if err != nil {
-				recvDone <- err
-				return
-			}
-			now := time.Now()
+		recvDone <- Receive(ctx, srv, func(m multirail.Message, now time.Time) error {
 			g := int(m.Tag)
 			if g < 0 || g >= o.Window || len(m.Data) != o.Size {
-				recvDone <- fmt.Errorf("bench: unexpected message tag %d, %d bytes", m.Tag, len(m.Data))
-				return
+				return fmt.Errorf("bench: unexpected message tag %d, %d bytes", m.Tag, len(m.Data))
 			}
-			srv.Release(m.Data)
 			lg := &logs[g]
 			lg.mu.Lock()
-			sent := lg.sends[next[g]]
+			began := lg.sends[next[g]]
 			lg.mu.Unlock()
 			next[g]++
 			select {
 			case <-snap:
 			default:
-				lat = append(lat, now.Sub(sent).Seconds())
+				lat = append(lat, now.Sub(began).Seconds())
 				msgs++
 			}
-		}
+			return nil
+		})
 	}()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -352,18 +275,21 @@ loop:
 				o.Progress(time.Since(start), received())
 			}
 		case err := <-recvDone:
+			if err == nil {
+				err = io.EOF // the peer closed during the run
+			}
 			cancel()
-			wg.Wait()
+			<-sent
 			return nil, 0, nil, 0, err
 		case <-ctx.Done():
-			wg.Wait()
+			<-sent
 			return nil, 0, nil, 0, ctx.Err()
 		}
 	}
 	perRail = received()
 	elapsed = time.Since(start)
 	close(snap)
-	wg.Wait() // senders stop at the deadline; their last Sends complete
+	<-sent // senders stop at the deadline; their last Sends complete
 	cancel()
 	if err := <-recvDone; err != nil && !errors.Is(err, context.Canceled) {
 		return nil, 0, nil, 0, err
@@ -424,12 +350,13 @@ func TCPBaseline(ctx context.Context, spec emu.Spec, size int, duration time.Dur
 		return b, err
 	}
 	defer ln.Close()
-	addr, link, err := linkFor(spec, 0, ln.Addr().String(), nil, nil)
+	addrs, links, err := topo.Links(ln.Addr().String(), []emu.Spec{spec}, nil, nil)
 	if err != nil {
 		return b, err
 	}
-	if link != nil {
-		defer link.Close()
+	addr := addrs[0]
+	if links[0] != nil {
+		defer links[0].Close()
 	}
 	type acc struct {
 		c   net.Conn

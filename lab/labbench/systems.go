@@ -1,0 +1,187 @@
+package labbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	_ "github.com/multirail/multirail" // registers the learning schedulers
+	"github.com/multirail/multirail/lab"
+	"github.com/multirail/multirail/sched"
+)
+
+// The systems' names, besides MultirailPrefix+<sched>.
+const (
+	TCPPerRail      = "tcp-per-rail"
+	MPTCP           = "mptcp"
+	OpenMPIDefault  = "openmpi-default"
+	OpenMPIWeighted = "openmpi-weighted"
+	MultirailPrefix = "multirail-"
+)
+
+// The groups Expand takes besides the systems' names.
+const (
+	GroupAll       = "all"
+	GroupOpenMPI   = "openmpi"
+	GroupMultirail = "multirail"
+)
+
+// Errors of Expand and Lookup.
+var (
+	// ErrUnknownSystem is wrapped by an UnknownSystemError.
+	ErrUnknownSystem = errors.New("labbench: unknown system")
+	// ErrUnavailable is wrapped by an UnavailableError.
+	ErrUnavailable = errors.New("labbench: system cannot run here")
+)
+
+// UnknownSystemError names an item that is neither a system nor a group.
+type UnknownSystemError struct {
+	Item string
+}
+
+// Error implements error.
+func (e *UnknownSystemError) Error() string {
+	return fmt.Sprintf("labbench: %q: unknown system (allowed: %s)", e.Item, Allowed())
+}
+
+// Unwrap makes errors.Is find the sentinel (and the cause, if any).
+func (e *UnknownSystemError) Unwrap() error { return ErrUnknownSystem }
+
+// UnavailableError is a system asked for by name that cannot run here,
+// and why.
+type UnavailableError struct {
+	System string
+	Err    error
+}
+
+// Error implements error.
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("labbench: %s cannot run here: %v", e.System, e.Err)
+}
+
+// Unwrap makes errors.Is find the sentinel (and the cause, if any).
+func (e *UnavailableError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }
+
+// Allowed lists what Expand takes, for messages.
+func Allowed() string {
+	return fmt.Sprintf("%s, %s, %s, %s, %s, %s, %s, %s<sched> with sched one of %s",
+		GroupAll, TCPPerRail, MPTCP, GroupOpenMPI, OpenMPIDefault, OpenMPIWeighted, GroupMultirail, MultirailPrefix, strings.Join(sched.Names(), ", "))
+}
+
+// Skip is a system that was not run, and why.
+type Skip struct {
+	System string `json:"system"`
+	Reason string `json:"reason"`
+}
+
+// Expand turns items (system names and the groups all, openmpi and
+// multirail) into the systems to run, in order and without duplicates;
+// scheds are the schedulers the groups bring in as multirail-<sched>.
+// mpiErr says why Open MPI cannot run (nil if it can): the Open MPI
+// systems a group brings in are then skipped, those named are an
+// UnavailableError. An unknown item is an UnknownSystemError.
+func Expand(items, scheds []string, mpiErr error) ([]string, []Skip, error) {
+	multi := func() []string {
+		var out []string
+		for _, s := range scheds {
+			out = append(out, MultirailPrefix+s)
+		}
+		return out
+	}
+	var (
+		out      []string
+		explicit = map[string]bool{}
+	)
+	for _, item := range items {
+		item = strings.TrimSpace(item)
+		switch {
+		case item == GroupAll:
+			out = append(out, TCPPerRail, MPTCP, OpenMPIDefault, OpenMPIWeighted)
+			out = append(out, multi()...)
+		case item == TCPPerRail || item == MPTCP:
+			out = append(out, item)
+		case item == GroupOpenMPI:
+			out = append(out, OpenMPIDefault, OpenMPIWeighted)
+			explicit[OpenMPIDefault], explicit[OpenMPIWeighted] = true, true
+		case item == OpenMPIDefault || item == OpenMPIWeighted:
+			out = append(out, item)
+			explicit[item] = true
+		case item == GroupMultirail:
+			out = append(out, multi()...)
+		case strings.HasPrefix(item, MultirailPrefix) && slices.Contains(sched.Names(), strings.TrimPrefix(item, MultirailPrefix)):
+			out = append(out, item)
+		default:
+			return nil, nil, &UnknownSystemError{Item: item}
+		}
+	}
+	var systems []string
+	var skipped []Skip
+	for _, s := range out {
+		if slices.Contains(systems, s) || slices.ContainsFunc(skipped, func(k Skip) bool { return k.System == s }) {
+			continue
+		}
+		if IsMPI(s) && mpiErr != nil {
+			if explicit[s] {
+				return nil, nil, &UnavailableError{System: s, Err: mpiErr}
+			}
+			skipped = append(skipped, Skip{s, mpiErr.Error()})
+			continue
+		}
+		systems = append(systems, s)
+	}
+	return systems, skipped, nil
+}
+
+// IsMPI reports whether system is one of the Open MPI systems.
+func IsMPI(system string) bool { return system == OpenMPIDefault || system == OpenMPIWeighted }
+
+// Env is what a System measures on: the lab that is up and the plan.
+type Env struct {
+	Lab      *lab.Lab
+	Rates    []float64
+	Duration time.Duration
+	// Exe is this program, started in the namespaces as `Exe lab agent`
+	// and `Exe lab rsh`.
+	Exe string
+	// MPIProgram is the MPI bandwidth program (Open MPI systems).
+	MPIProgram string
+	// AgentStderr, when set, gets a copy of what the processes a run
+	// starts write on stderr.
+	AgentStderr io.Writer
+}
+
+// A System is one contender of the bench.
+type System interface {
+	// Name is the system's name in the report.
+	Name() string
+	// Note says how the system was set up, for the report ("" for
+	// nothing to say).
+	Note() string
+	// Measure runs the system once with size-byte messages (writes, for
+	// tcp-per-rail and mptcp) for env.Duration, a competing stream on
+	// rail 0 from half time on. progress, when set, is called about every
+	// Bucket with the time since the start and the payload bytes so far
+	// per rail. The caller kills what the run left in the namespaces.
+	Measure(ctx context.Context, env *Env, size int, progress func(time.Duration, []uint64)) (Run, error)
+}
+
+// Lookup returns the system of a name Expand returns.
+func Lookup(name string) (System, error) {
+	switch {
+	case name == TCPPerRail:
+		return agentSystem{name: name, kind: KindTCP}, nil
+	case name == MPTCP:
+		return agentSystem{name: name, kind: KindMPTCP}, nil
+	case name == OpenMPIDefault:
+		return mpiSystem{name: name}, nil
+	case name == OpenMPIWeighted:
+		return mpiSystem{name: name, weighted: true}, nil
+	case strings.HasPrefix(name, MultirailPrefix) && slices.Contains(sched.Names(), strings.TrimPrefix(name, MultirailPrefix)):
+		return agentSystem{name: name, kind: KindMultirail, sched: strings.TrimPrefix(name, MultirailPrefix)}, nil
+	}
+	return nil, &UnknownSystemError{Item: name}
+}

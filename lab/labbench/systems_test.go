@@ -1,0 +1,105 @@
+package labbench
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/multirail/multirail/sched"
+)
+
+func TestExpand(t *testing.T) {
+	all := sched.Names()
+	nS := len(all)
+	noMPI := errors.New("mpi: mpicc and mpirun not found")
+	for _, tc := range []struct {
+		systems        string
+		scheds         []string
+		mpiErr         error
+		want           []string // nil: just check the count
+		count, skipped int
+		err            error
+	}{
+		{systems: "all", scheds: all, count: 4 + nS},
+		{systems: "all", scheds: all, mpiErr: noMPI, count: 2 + nS, skipped: 2},
+		{systems: "tcp-per-rail,mptcp,tcp-per-rail", scheds: all, want: []string{"tcp-per-rail", "mptcp"}},
+		{systems: "multirail", scheds: []string{"roundrobin", "qlearn"}, want: []string{"multirail-roundrobin", "multirail-qlearn"}},
+		{systems: "multirail-weighted,openmpi", scheds: all, want: []string{"multirail-weighted", "openmpi-default", "openmpi-weighted"}},
+		{systems: "openmpi", scheds: all, mpiErr: noMPI, err: ErrUnavailable},
+		{systems: "openmpi-weighted", scheds: all, mpiErr: noMPI, err: ErrUnavailable},
+		{systems: "mptcp,all", scheds: []string{"qlearn"}, mpiErr: noMPI, want: []string{"mptcp", "tcp-per-rail", "multirail-qlearn"}, skipped: 2},
+		{systems: "infiniband", scheds: all, err: ErrUnknownSystem},
+		{systems: "multirail-fastest", scheds: all, err: ErrUnknownSystem},
+	} {
+		got, skipped, err := Expand(strings.Split(tc.systems, ","), tc.scheds, tc.mpiErr)
+		name := tc.systems
+		if tc.err != nil {
+			if !errors.Is(err, tc.err) {
+				t.Errorf("%s: err %v, want %v", name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if tc.want != nil && !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", name, got, tc.want)
+		}
+		if tc.count > 0 && len(got) != tc.count {
+			t.Errorf("%s: %d systems (%v), want %d", name, len(got), got, tc.count)
+		}
+		if len(skipped) != tc.skipped {
+			t.Errorf("%s: skipped %v, want %d", name, skipped, tc.skipped)
+		}
+	}
+	_, _, err := Expand([]string{"openmpi-weighted"}, nil, noMPI)
+	var ue *UnavailableError
+	if !errors.As(err, &ue) || ue.System != "openmpi-weighted" || !errors.Is(err, noMPI) {
+		t.Errorf("unavailable: %v", err)
+	}
+	_, _, err = Expand([]string{"nccl"}, nil, nil)
+	var ke *UnknownSystemError
+	if !errors.As(err, &ke) || ke.Item != "nccl" || !strings.Contains(err.Error(), "multirail-<sched>") {
+		t.Errorf("unknown: %v", err)
+	}
+}
+
+// TestLookup: every system Expand can return is behind the interface,
+// named as asked; the notes say which were given the rail rates.
+func TestLookup(t *testing.T) {
+	names, _, err := Expand([]string{"all"}, sched.Names(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		s, err := Lookup(n)
+		if err != nil || s.Name() != n {
+			t.Errorf("Lookup(%q) = %v, %v", n, s, err)
+			continue
+		}
+		wantNote := map[string]string{"multirail-weighted": "given the true rail rates", "openmpi-weighted": "btl_tcp_bandwidth_railN = rates"}[n]
+		if s.Note() != wantNote || Note(n) != wantNote {
+			t.Errorf("%s: note %q, want %q", n, s.Note(), wantNote)
+		}
+	}
+	if _, err := Lookup("multirail-"); !errors.Is(err, ErrUnknownSystem) {
+		t.Errorf("Lookup(multirail-): %v", err)
+	}
+}
+
+func TestPlanEstimate(t *testing.T) {
+	p := Plan{Systems: []string{"tcp-per-rail", "openmpi-default"}, Sizes: []int{1, 2}, Duration: 10 * 1e9}
+	if p.Runs() != 4 {
+		t.Errorf("runs %d", p.Runs())
+	}
+	if got, want := p.Estimate().Seconds(), 2*(10+3+10+5)+5.0; got != want {
+		t.Errorf("estimate %v s, want %v s", got, want)
+	}
+	st, dy := Phases(8e9)
+	if st != [2]time.Duration{time.Second, 4 * time.Second} || dy != [2]time.Duration{5 * time.Second, 8 * time.Second} {
+		t.Errorf("phases %v %v", st, dy)
+	}
+}
