@@ -16,7 +16,7 @@ import (
 // TestCrossValidation runs one setup twice for every scheduler: in the
 // simulator and over emulated rails (real TCP through the in-process
 // shaping proxy, as `multirail bench` does), and requires the goodputs to
-// agree within 10 %. Rates are low so that the live half stays cheap under
+// agree within 5 %. Rates are low so that the live half stays cheap under
 // -race on a 2-core machine; the load step makes the dynamics count too.
 func TestCrossValidation(t *testing.T) {
 	if testing.Short() {
@@ -69,8 +69,8 @@ traffic: {kind: bulk, size: %d, window: %d}
 			ratio := simRes.GoodputBps / live.GoodputBps
 			t.Logf("%s: simulated %.2f Mbit/s, emulated %.2f Mbit/s (ratio %.3f)",
 				name, simRes.GoodputBps/1e6, live.GoodputBps/1e6, ratio)
-			if math.Abs(ratio-1) > 0.10 {
-				t.Errorf("%s: simulator and emulated rails disagree by more than 10 %%: %.2f against %.2f Mbit/s",
+			if math.Abs(ratio-1) > 0.05 {
+				t.Errorf("%s: simulator and emulated rails disagree by more than 5 %%: %.2f against %.2f Mbit/s",
 					name, simRes.GoodputBps/1e6, live.GoodputBps/1e6)
 			}
 		})
