@@ -181,7 +181,7 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 	}
 	continuous := !c.dispatched()
 	for off := 0; off < len(msg) || off == 0; {
-		r, err := c.railLocked(seg + wire.DataHeaderSize)
+		r, err := c.railLocked(min(seg, len(msg)-off) + wire.DataHeaderSize)
 		if err != nil {
 			c.mu.Unlock()
 			return err
