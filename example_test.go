@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net"
 	"time"
 
 	"github.com/multirail/multirail"
@@ -197,4 +198,56 @@ func ExampleStageConn() {
 	// Output:
 	// stage 0: rate 0.0, 20 of 20 packets arrived
 	// stage 1: rate 0.3, 14 of 20 packets arrived
+}
+
+// NewListener serves a listener the caller made: here a TCP socket opened
+// with options of one's own (net.ListenConfig); an inherited socket or an
+// in-memory listener for tests works the same way. Dialing through
+// Config.DialRail lets rails be something other than plain TCP dials.
+func ExampleNewListener() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var lc net.ListenConfig
+	sock, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ln, err := multirail.NewListener(sock, multirail.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close() // closes sock too
+
+	addr := sock.Addr().String()
+	var dialer net.Dialer
+	cfg := multirail.Config{
+		Rails: []multirail.Rail{{Name: "a", Addr: addr}, {Name: "b", Addr: addr}},
+		DialRail: func(ctx context.Context, r multirail.Rail) (net.Conn, error) {
+			return dialer.DialContext(ctx, "tcp", r.Addr)
+		},
+	}
+	done := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept(ctx)
+		if err == nil {
+			var m multirail.Message
+			if m, err = c.Recv(ctx); err == nil {
+				fmt.Printf("got %q\n", m.Data)
+			}
+			c.Close()
+		}
+		done <- err
+	}()
+	c, err := multirail.Dial(ctx, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := c.Send(ctx, 0, []byte("over two rails")); err != nil {
+		log.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		log.Fatal(err)
+	}
+	c.Close()
+	// Output: got "over two rails"
 }
