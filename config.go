@@ -155,6 +155,14 @@ func cfgErr(field string, value any, allowed string) error {
 	return fmt.Errorf("%w: %s = %v, allowed %s", ErrConfig, field, value, allowed)
 }
 
+// Validate checks every field as Listen does (Rails are optional), so that
+// a program can refuse bad settings before it opens anything. The error
+// wraps ErrConfig and names the field, its value and what is allowed.
+func (c Config) Validate() error {
+	_, err := c.validate(false)
+	return err
+}
+
 // validate fills defaults and checks every field. dialing says whether
 // Rails is required.
 func (c Config) validate(dialing bool) (config, error) {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -122,14 +124,18 @@ func (f *benchFlags) plan() (benchPlan, error) {
 		}
 	}
 	if f.segment != "" {
-		seg, err := parseSize("segment", f.segment, 512, 64<<20)
+		seg, err := units.ParseSize(f.segment)
 		if err != nil {
-			return p, err
+			return p, usagef("--segment %q: %w", f.segment, err)
+		}
+		if err := (multirail.Config{SegmentSize: int(min(seg, 1<<40))}).Validate(); err != nil || seg == 0 {
+			return p, usagef("--segment %s: %v", f.segment, cmp.Or(err, errors.New("0 is not a segment size")))
 		}
 		p.segment = int(seg)
 	}
-	if f.queue < 0 || f.queue > 65536 {
-		return p, usagef("--queue %d is out of range: allowed 1..65536 segments (0 = default %d)", f.queue, multirail.DefaultQueueDepth)
+	// The library's own limits (checked once, there).
+	if err := (multirail.Config{QueueDepth: f.queue}).Validate(); err != nil {
+		return p, usagef("--queue %d: %v", f.queue, err)
 	}
 	if f.window < 0 || f.window > 1024 {
 		return p, usagef("--window %d is out of range: allowed 1..1024 concurrent sends (0 = auto)", f.window)
