@@ -16,6 +16,7 @@ import (
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/emu"
 	"github.com/multirail/multirail/internal/bench"
+	"github.com/multirail/multirail/internal/wire"
 	"github.com/multirail/multirail/sched"
 	"github.com/multirail/multirail/units"
 	"github.com/spf13/cobra"
@@ -125,11 +126,19 @@ func (f *benchFlags) plan() (benchPlan, error) {
 	}
 	if f.segment != "" {
 		seg, err := units.ParseSize(f.segment)
-		if err != nil {
+		huge := errors.Is(err, units.ErrRange)
+		if err != nil && !huge {
 			return p, usagef("--segment %q: %w", f.segment, err)
 		}
-		if err := (multirail.Config{SegmentSize: int(min(seg, 1<<40))}).Validate(); err != nil || seg == 0 {
-			return p, usagef("--segment %s: %v", f.segment, cmp.Or(err, errors.New("0 is not a segment size")))
+		if huge {
+			seg = 1 << 40 // the library names its limit
+		}
+		if err := (multirail.Config{SegmentSize: int(seg)}).Validate(); err != nil || seg == 0 {
+			why := ""
+			if huge {
+				why = " (too large)"
+			}
+			return p, usagef("--segment %q is out of range%s: %v", f.segment, why, cmp.Or(err, fmt.Errorf("0 bytes, allowed %d..%d bytes", wire.MinSegmentSize, wire.MaxSegmentSize)))
 		}
 		p.segment = int(seg)
 	}
