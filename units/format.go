@@ -1,6 +1,7 @@
 package units
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -57,4 +58,16 @@ func FormatDuration(d time.Duration) string {
 		}
 	}
 	return strconv.FormatInt(int64(d), 10) + "ns"
+}
+
+// FormatSizeWords writes n bytes for prose: "64 KiB" or "4 MiB" when n is
+// a whole multiple, else "1000-byte" (as in "1000-byte messages").
+func FormatSizeWords(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d-byte", n)
 }

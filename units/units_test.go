@@ -262,3 +262,11 @@ func TestFormatDuration(t *testing.T) {
 		}
 	}
 }
+
+func TestFormatSizeWords(t *testing.T) {
+	for n, want := range map[int64]string{65536: "64 KiB", 4 << 20: "4 MiB", 1000: "1000-byte", 0: "0-byte", 1536: "1536-byte", 3 << 10: "3 KiB"} {
+		if got := FormatSizeWords(n); got != want {
+			t.Errorf("FormatSizeWords(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/multirail/multirail/emu"
 	"github.com/multirail/multirail/internal/bench"
 	"github.com/multirail/multirail/sched"
+	"github.com/multirail/multirail/units"
 	"github.com/spf13/cobra"
 )
 
@@ -179,7 +180,7 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) error {
 	names := sched.Names()
 	if !f.quiet {
 		fmt.Fprintf(g.stderr, "multirail demo: %d schedulers x %v on %s, %s messages, load %s; plain TCP %v; report to %s\n",
-			len(names), f.duration, demoRails, sizeString(demoSize), load.String(), baseDur, dir)
+			len(names), f.duration, demoRails, units.FormatSizeWords(int64(demoSize)), load.String(), baseDur, dir)
 	}
 	for _, name := range names {
 		prog := newProgress(g.stderr, f.quiet, name, specs, f.duration)
@@ -279,7 +280,7 @@ func summaryMarkdown(rep demoReport, load emu.Load) string {
 	}
 	fmt.Fprintf(&b, "# multirail demo\n\n")
 	fmt.Fprintf(&b, "Every scheduler (%s) sends %s messages (4 in flight) for %gs over %d emulated rails, %s.\n",
-		strings.Join(names, ", "), sizeString(s.Size), s.DurationS, len(s.Rails), strings.Join(s.Rails, ", "))
+		strings.Join(names, ", "), units.FormatSizeWords(int64(s.Size)), s.DurationS, len(s.Rails), strings.Join(s.Rails, ", "))
 	fmt.Fprintf(&b, "At t=%v, %.0f %% of rail %d's (%s) capacity is taken away by emulated background load (`--load %s`).\n",
 		load.At, 100*load.Fraction, load.Rail, s.Rails[load.Rail], s.Load)
 	fmt.Fprintf(&b, "Capacity is what the rails offered during the run, time-averaged, after the load; efficiency = goodput / capacity.\n\n")
@@ -330,15 +331,4 @@ func shortDur(s float64) string {
 		}
 	}
 	return d.String()
-}
-
-// sizeString writes n bytes as KiB or MiB when it is a whole multiple.
-func sizeString(n int) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d-byte", n)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/multirail/multirail/lab/labbench"
 	"github.com/multirail/multirail/lab/mpi"
 	"github.com/multirail/multirail/sched"
+	"github.com/multirail/multirail/units"
 	"github.com/spf13/cobra"
 )
 
@@ -184,19 +185,19 @@ func runLabBench(ctx context.Context, g *globals, f *labBenchFlags, p labbench.P
 	rep, err := b.RunAll(ctx, labbench.Hooks{
 		RunStarts: func(n, total int, sys string, size int) (func(time.Duration, []uint64), func()) {
 			if !f.quiet {
-				fmt.Fprintf(g.stderr, "multirail: lab bench: run %d/%d: %s, %s messages\n", n, total, sys, sizeString(size))
+				fmt.Fprintf(g.stderr, "multirail: lab bench: run %d/%d: %s, %s messages\n", n, total, sys, units.FormatSizeWords(int64(size)))
 			}
 			l := b.Lab()
 			var specs []emu.Spec
 			for i := range p.Rates {
 				specs = append(specs, emu.Spec{Kind: emu.KindTCP, Local: l.RailIP(0, i), Remote: l.RailIP(1, i)})
 			}
-			label := fmt.Sprintf("%s %s", sys, strings.ReplaceAll(sizeString(size), " ", ""))
+			label := fmt.Sprintf("%s %s", sys, strings.ReplaceAll(units.FormatSizeWords(int64(size)), " ", ""))
 			prog := newProgress(g.stderr, f.quiet, label, specs, p.Duration)
 			return prog.update, prog.done
 		},
 		RunFailed: func(sys string, size int, err error) {
-			fmt.Fprintf(g.stderr, "multirail: lab bench: %s, %s: %v\n", sys, sizeString(size), err)
+			fmt.Fprintf(g.stderr, "multirail: lab bench: %s, %s: %v\n", sys, units.FormatSizeWords(int64(size)), err)
 		},
 	})
 	var failed *labbench.RunsError
@@ -271,7 +272,7 @@ func printLabTable(w io.Writer, rep labbench.Report) {
 		if rep.DynamicFairBps > 0 {
 			fair = fmt.Sprintf("%.1f", 100*d.GoodputBps/rep.DynamicFairBps)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\n", s.System, strings.ReplaceAll(sizeString(s.Size), " ", ""),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\n", s.System, strings.ReplaceAll(units.FormatSizeWords(int64(s.Size)), " ", ""),
 			mbit(s.GoodputBps), 100*s.CeilingFraction, perRail(s.RailsBps), mbit(d.GoodputBps), fair, perRail(d.RailsBps), comp, note)
 	}
 	tw.Flush()
@@ -321,7 +322,7 @@ func labSummary(rep labbench.Report) []string {
 		if best == nil {
 			continue
 		}
-		line := fmt.Sprintf("%s: best multirail static %s %s Mbit/s = %.1f %% of the ceiling", strings.ReplaceAll(sizeString(size), " ", ""),
+		line := fmt.Sprintf("%s: best multirail static %s %s Mbit/s = %.1f %% of the ceiling", strings.ReplaceAll(units.FormatSizeWords(int64(size)), " ", ""),
 			best.System, mbit(best.GoodputBps), 100*best.CeilingFraction)
 		if bestDyn != nil {
 			line += fmt.Sprintf("; best dynamic %s %s Mbit/s", bestDyn.System, mbit(bestDyn.GoodputBps))
@@ -374,7 +375,7 @@ func writeLabOut(dir string, rep labbench.Report) error {
 		if len(panels) == 0 {
 			continue
 		}
-		path := filepath.Join(dir, fmt.Sprintf("goodput-%s.png", strings.ReplaceAll(sizeString(size), " ", "")))
+		path := filepath.Join(dir, fmt.Sprintf("goodput-%s.png", strings.ReplaceAll(units.FormatSizeWords(int64(size)), " ", "")))
 		if err := plotGoodput(path, panels); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}

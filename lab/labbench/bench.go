@@ -14,6 +14,7 @@ import (
 
 	"github.com/multirail/multirail/lab"
 	"github.com/multirail/multirail/lab/mpi"
+	"github.com/multirail/multirail/units"
 )
 
 // ErrRunsFailed is wrapped by a RunsError.
@@ -149,7 +150,7 @@ func (b *Bench) RunAll(ctx context.Context, h Hooks) (Report, error) {
 				if h.RunFailed != nil {
 					h.RunFailed(name, size, rerr)
 				}
-				failed = append(failed, fmt.Sprintf("%s/%s", name, sizeString(size)))
+				failed = append(failed, fmt.Sprintf("%s/%s", name, units.FormatSizeWords(int64(size))))
 			}
 			rep.Add(run, rerr)
 			time.Sleep(500 * time.Millisecond) // let the queues drain
@@ -175,17 +176,6 @@ func (b *Bench) measure(ctx context.Context, env *Env, name string, size int, pr
 	run, err := sys.Measure(ctx, env, size, progress)
 	run.System, run.Size = name, size
 	return run, err
-}
-
-// sizeString writes n bytes as KiB or MiB when it is a whole multiple.
-func sizeString(n int) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d-byte", n)
 }
 
 // startLoad starts the competing stream on rail0 for the second half of
