@@ -13,9 +13,10 @@ import (
 
 // The kernel holds about kernelAhead worth of a rail's rate unsent
 // (TCP_NOTSENT_LOWAT), within [minNotSent, maxNotSent]; one writev takes
-// half of that from the queue. Slow rails thus keep their backlog in the
-// rail's own queue, where the scheduler sees it, while fast rails get
-// large writes and few system calls.
+// up to that much from the queue (half of it took ~10 % off loopback
+// goodput at 4-64 MiB, BENCHMARKS.md). Slow rails thus keep their backlog
+// in the rail's own queue, where the scheduler sees it, while fast rails
+// get large writes and few system calls.
 const (
 	kernelAhead = 2 * time.Millisecond
 	minNotSent  = 128 << 10
@@ -65,7 +66,7 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 			return 0, net.ErrClosed
 		}
 		now := c.now()
-		maxBatch := max(r.notSent/2, c.cfg.SegmentSize)
+		maxBatch := max(r.notSent, c.cfg.SegmentSize)
 		limit := r.core.Sendable()
 		if w.draining {
 			limit = r.core.Len()
