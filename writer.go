@@ -13,14 +13,16 @@ import (
 
 // The kernel holds about kernelAhead worth of a rail's rate unsent
 // (TCP_NOTSENT_LOWAT), within [minNotSent, maxNotSent]; one writev takes
-// up to that much from the queue (half of it took ~10 % off loopback
-// goodput at 4-64 MiB, BENCHMARKS.md). Slow rails thus keep their backlog
-// in the rail's own queue, where the scheduler sees it, while fast rails
-// get large writes and few system calls.
+// half of that from the queue, or all of it on rails fast enough for a
+// bound of fastNotSent or more (half took ~10 % off loopback goodput at
+// 4-64 MiB, BENCHMARKS.md). Slow rails thus keep their backlog in the
+// rail's own queue, where the scheduler sees it, while fast rails get
+// large writes and few system calls.
 const (
 	kernelAhead = 2 * time.Millisecond
 	minNotSent  = 128 << 10
 	maxNotSent  = 4 << 20
+	fastNotSent = 1 << 20 // rails of about 4 Gbit/s and more
 )
 
 // smallPayload is the largest payload copied into a write's contiguous
@@ -66,7 +68,10 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 			return 0, net.ErrClosed
 		}
 		now := c.now()
-		maxBatch := max(r.notSent, c.cfg.SegmentSize)
+		maxBatch := max(r.notSent/2, c.cfg.SegmentSize)
+		if r.notSent >= fastNotSent {
+			maxBatch = r.notSent
+		}
 		limit := r.core.Sendable()
 		if w.draining {
 			limit = r.core.Len()
