@@ -13,8 +13,8 @@
 // Send cuts a message into segments of at most Config.SegmentSize bytes. A
 // scheduler (Config.Scheduler; see package sched) picks the rail for each
 // segment, and each rail has a bounded send queue (Config.QueueDepth
-// frames) drained by its own writer. On fast rails (about 1 Gbit/s and more
-// by their measured rate) one frame carries a span of consecutive segments,
+// frames) drained by its own writer. On rails measured at 1 Gbit/s or more
+// one frame carries a span of consecutive segments,
 // up to 1 MiB, so that fewer frames, writes and reads move the bytes. The receiver reassembles the
 // segments, arriving on any rail in any order, and Recv returns whole
 // messages only. Messages with the same tag are received in the order

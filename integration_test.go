@@ -185,6 +185,30 @@ func TestRailFailure(t *testing.T) {
 	}
 }
 
+// TestRailFailureSpans is TestRailFailure with spans on every rail (each
+// frame carries several segments): a broken rail's spans are resent whole
+// on the others, the receiver drops what it already has, and every message
+// arrives whole, once, in order.
+func TestRailFailureSpans(t *testing.T) {
+	old := spanMinRate
+	spanMinRate = 0 // every rail with a measured rate gets spans
+	t.Cleanup(func() { spanMinRate = old })
+	a, b, links := emuPair(t, Config{SegmentSize: 4 << 10, QueueDepth: 8}, 300e6, 300e6, 300e6)
+	// Long enough for the rails' rates to be measured (spans need them)
+	// well before the break halfway.
+	transfer(t, a, b, 300, 3, 400<<10, func() { links[1].BreakAll() })
+	var bytes, frames uint64
+	for _, r := range a.Stats().Rails {
+		bytes += r.BytesSent
+		frames += r.SegmentsSent
+	}
+	if frames == 0 || bytes/frames <= 4<<10+40 {
+		t.Fatalf("%d frames of %d bytes on average: no spans (segment size 4 KiB)", frames, bytes/max(frames, 1))
+	}
+	t.Logf("%d frames of %d bytes on average", frames, bytes/frames)
+	checkRejoined(t, a, b, 1, true)
+}
+
 // TestRailLinkDown takes one emulated link down in the middle of a
 // transfer, so that its segments go unacknowledged without any error: the
 // rail must be declared stalled, its segments resent on the others, and

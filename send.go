@@ -295,16 +295,25 @@ func (c *Conn) railLocked(size int) (*rail, error) {
 
 // spanTime is about how long a frame of a large message takes on its rail:
 // on fast rails a frame spans several segments (up to wire.MaxPayload),
-// so that the bytes take fewer frames, writes and reads. Rails below about
-// 1 Gbit/s (64 KiB segments) always get single segments.
+// so that the bytes take fewer frames, writes and reads.
 const spanTime = 500 * time.Microsecond
+
+// spanMinRate is the measured drain rate (bits/s) below which a rail gets
+// single segments whatever the segment size: spans are for fast rails, and
+// slower ones keep the scheduling granularity the segment size gives. A
+// variable so that tests can exercise spans on emulated rails.
+var spanMinRate = 1e9
 
 // spanFor is the payload of a large message's next frame on r: the
 // segments r drains in about spanTime by its measured rate, at least one.
 // Caller holds c.mu.
 func (c *Conn) spanFor(r *rail) int {
 	seg := c.cfg.SegmentSize
-	k := int(r.core.Rate()/8*spanTime.Seconds()) / seg
+	rate := r.core.Rate()
+	if rate < spanMinRate {
+		return seg
+	}
+	k := int(rate/8*spanTime.Seconds()) / seg
 	return seg * min(max(k, 1), wire.MaxPayload(seg)/seg)
 }
 
