@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -146,6 +145,33 @@ func usedAlgo(before, after map[string]uint64) string {
 // us is d in microseconds.
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
+// timings sums the durations of the timed iterations (after the warmup)
+// and keeps their extremes.
+type timings struct {
+	warmup        int
+	total, lo, hi time.Duration
+	counted       bool
+}
+
+// add records iteration i's duration d, unless i is a warmup iteration.
+func (t *timings) add(i int, d time.Duration) {
+	if i < t.warmup {
+		return
+	}
+	if !t.counted {
+		t.lo, t.hi, t.counted = d, d, true
+	}
+	t.total += d
+	t.lo, t.hi = min(t.lo, d), max(t.hi, d)
+}
+
+// set fills m's average, minimum and maximum in microseconds per unit,
+// the timed iterations having done n units in all and each per units.
+func (t *timings) set(m *measure, n, per int) {
+	m.avg = us(t.total) / float64(n)
+	m.min, m.max = us(t.lo)/float64(per), us(t.hi)/float64(per)
+}
+
 // runLatency is osu_latency: after a barrier, rank 0 sends size bytes
 // to rank 1 and waits for size bytes back, warmup+iters times.
 func runLatency(ctx context.Context, c *comm.Comm, size, iters, warmup int, validate bool) (measure, error) {
@@ -159,8 +185,7 @@ func runLatency(ctx context.Context, c *comm.Comm, size, iters, warmup int, vali
 	peer := 1 - r
 	buf := payload(r, size)
 	var m measure
-	var total time.Duration
-	minD, maxD := time.Duration(math.MaxInt64), time.Duration(0)
+	tm := timings{warmup: warmup}
 	for i := range warmup + iters {
 		t0 := time.Now()
 		var msg comm.Message
@@ -181,13 +206,9 @@ func runLatency(ctx context.Context, c *comm.Comm, size, iters, warmup int, vali
 		if validate && m.bad == nil {
 			m.bad = checkPayload(msg.Data, peer, size, i)
 		}
-		if i >= warmup {
-			total += d
-			minD, maxD = min(minD, d), max(maxD, d)
-		}
+		tm.add(i, d)
 	}
-	m.avg = us(total) / float64(2*iters)
-	m.min, m.max = us(minD)/2, us(maxD)/2
+	tm.set(&m, 2*iters, 2) // a round trip is two latencies
 	return m, nil
 }
 
@@ -207,8 +228,7 @@ func runBW(ctx context.Context, c *comm.Comm, size, iters, warmup int, validate 
 	buf := payload(0, size)
 	ack := make([]byte, 4)
 	reqs := make([]*comm.Request, Window)
-	var total time.Duration
-	minD, maxD := time.Duration(math.MaxInt64), time.Duration(0)
+	tm := timings{warmup: warmup}
 	for i := range warmup + iters {
 		t0 := time.Now()
 		if r == 0 {
@@ -235,16 +255,11 @@ func runBW(ctx context.Context, c *comm.Comm, size, iters, warmup int, validate 
 				m.bad = checkWindow(ctx, reqs, 0, size, i)
 			}
 		}
-		d := time.Since(t0)
-		if i >= warmup {
-			total += d
-			minD, maxD = min(minD, d), max(maxD, d)
-		}
+		tm.add(i, time.Since(t0))
 	}
-	m.avg = us(total) / float64(iters*Window)
-	m.min, m.max = us(minD)/Window, us(maxD)/Window
+	tm.set(&m, iters*Window, Window)
 	m.bytes = float64(size) * Window * float64(iters)
-	m.secs = total.Seconds()
+	m.secs = tm.total.Seconds()
 	return m, nil
 }
 
@@ -264,8 +279,7 @@ func runBiBW(ctx context.Context, c *comm.Comm, size, iters, warmup int, validat
 	buf := payload(r, size)
 	recvs := make([]*comm.Request, Window)
 	sends := make([]*comm.Request, Window)
-	var total time.Duration
-	minD, maxD := time.Duration(math.MaxInt64), time.Duration(0)
+	tm := timings{warmup: warmup}
 	for i := range warmup + iters {
 		t0 := time.Now()
 		for j := range recvs {
@@ -281,15 +295,11 @@ func runBiBW(ctx context.Context, c *comm.Comm, size, iters, warmup int, validat
 		if validate && m.bad == nil {
 			m.bad = checkWindow(ctx, recvs, peer, size, i)
 		}
-		if i >= warmup {
-			total += d
-			minD, maxD = min(minD, d), max(maxD, d)
-		}
+		tm.add(i, d)
 	}
-	m.avg = us(total) / float64(iters*Window)
-	m.min, m.max = us(minD)/Window, us(maxD)/Window
+	tm.set(&m, iters*Window, Window)
 	m.bytes = 2 * float64(size) * Window * float64(iters)
-	m.secs = total.Seconds()
+	m.secs = tm.total.Seconds()
 	return m, nil
 }
 
