@@ -147,13 +147,7 @@ func watchCounters(c *multirail.Conn, stop <-chan struct{}, found func(at time.T
 	defer tick.Stop()
 	for {
 		at := time.Now()
-		st := c.Stats()
-		per := make([]uint64, len(st.Rails))
-		var n uint64
-		for i, r := range st.Rails {
-			per[i] = r.BytesReceived
-			n += r.BytesReceived
-		}
+		per, n := Received(c.Stats())
 		if n > 0 {
 			found(at, per)
 			return
@@ -209,4 +203,14 @@ func SendFor(ctx context.Context, c *multirail.Conn, size int, d time.Duration, 
 	r.LatencyP50, r.LatencyP99 = measure.Percentile(lat, 0.5), measure.Percentile(lat, 0.99)
 	r.AddSchedulerStats(st)
 	return r, nil
+}
+
+// Received is the payload bytes received per rail, and in all, in st.
+func Received(st multirail.Stats) (perRail []uint64, total uint64) {
+	perRail = make([]uint64, len(st.Rails))
+	for i, r := range st.Rails {
+		perRail[i] = r.BytesReceived
+		total += r.BytesReceived
+	}
+	return perRail, total
 }

@@ -332,14 +332,7 @@ func startReceiver(ctx context.Context, s Spec, out *bufio.Writer, log *slog.Log
 		}()
 		r.close = func() { c.Close() }
 		r.sample = func() ([]uint64, uint64) {
-			st := c.Stats()
-			per := make([]uint64, len(st.Rails))
-			var tot uint64
-			for i, rs := range st.Rails {
-				per[i] = rs.BytesReceived
-				tot += rs.BytesReceived
-			}
-			return per, tot
+			return bench.Received(c.Stats())
 		}
 	}
 	return r, nil
