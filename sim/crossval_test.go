@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,8 +14,8 @@ import (
 	"github.com/multirail/multirail/sim"
 )
 
-// TestCrossValidation runs one setup twice for every scheduler: in the
-// simulator and over emulated rails (real TCP through the in-process
+// TestCrossValidation runs one setup for every scheduler in the simulator
+// and three times over emulated rails (real TCP through the in-process
 // shaping proxy, as `multirail bench` does), and requires the goodputs to
 // agree within 5 %. Rates are low so that the live half stays cheap under
 // -race on a 2-core machine; the load step makes the dynamics count too.
@@ -52,6 +53,7 @@ traffic: {kind: bulk, size: %d, window: %d}
 	if err != nil {
 		t.Fatal(err)
 	}
+	const liveRuns = 3
 	for _, name := range sched.Names() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel() // the rails are slow: CPU is not what limits them
@@ -59,19 +61,28 @@ traffic: {kind: bulk, size: %d, window: %d}
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			// The live side is timing-dependent (a greedy scheduler such
+			// as the patent preset keeps what it learned in its first
+			// moments): the median of liveRuns runs is compared.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(liveRuns)*30*time.Second)
 			defer cancel()
-			live, err := bench.Run(ctx, bench.Options{Rails: specs, Sched: name, Size: size,
-				Duration: duration, Loads: loads, Window: window})
-			if err != nil {
-				t.Fatal(err)
+			var lives []float64
+			for range liveRuns {
+				live, err := bench.Run(ctx, bench.Options{Rails: specs, Sched: name, Size: size,
+					Duration: duration, Loads: loads, Window: window})
+				if err != nil {
+					t.Fatal(err)
+				}
+				lives = append(lives, live.GoodputBps)
 			}
-			ratio := simRes.GoodputBps / live.GoodputBps
-			t.Logf("%s: simulated %.2f Mbit/s, emulated %.2f Mbit/s (ratio %.3f)",
-				name, simRes.GoodputBps/1e6, live.GoodputBps/1e6, ratio)
+			slices.Sort(lives)
+			live := lives[len(lives)/2]
+			ratio := simRes.GoodputBps / live
+			t.Logf("%s: simulated %.2f Mbit/s, emulated %.2f Mbit/s (median of %.2f / %.2f / %.2f; ratio %.3f)",
+				name, simRes.GoodputBps/1e6, live/1e6, lives[0]/1e6, lives[1]/1e6, lives[2]/1e6, ratio)
 			if math.Abs(ratio-1) > 0.05 {
-				t.Errorf("%s: simulator and emulated rails disagree by more than 5 %%: %.2f against %.2f Mbit/s",
-					name, simRes.GoodputBps/1e6, live.GoodputBps/1e6)
+				t.Errorf("%s: simulator and emulated rails disagree by more than 5 %%: %.2f against %.2f Mbit/s (median of three)",
+					name, simRes.GoodputBps/1e6, live/1e6)
 			}
 		})
 	}
