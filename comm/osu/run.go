@@ -145,6 +145,15 @@ func usedAlgo(before, after map[string]uint64) string {
 // us is d in microseconds.
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
+// pairStart begins a point-to-point test: a barrier of every rank, after
+// which only ranks 0 and 1 take part (timed).
+func pairStart(ctx context.Context, c *comm.Comm) (rank int, timed bool, err error) {
+	if err := c.Barrier(ctx); err != nil {
+		return 0, false, err
+	}
+	return c.Rank(), c.Rank() <= 1, nil
+}
+
 // timings sums the durations of the timed iterations (after the warmup)
 // and keeps their extremes.
 type timings struct {
@@ -175,12 +184,9 @@ func (t *timings) set(m *measure, n, per int) {
 // runLatency is osu_latency: after a barrier, rank 0 sends size bytes
 // to rank 1 and waits for size bytes back, warmup+iters times.
 func runLatency(ctx context.Context, c *comm.Comm, size, iters, warmup int, validate bool) (measure, error) {
-	if err := c.Barrier(ctx); err != nil {
+	r, timed, err := pairStart(ctx, c)
+	if err != nil || !timed {
 		return measure{}, err
-	}
-	r := c.Rank()
-	if r > 1 {
-		return measure{}, nil
 	}
 	peer := 1 - r
 	buf := payload(r, size)
@@ -217,12 +223,9 @@ func runLatency(ctx context.Context, c *comm.Comm, size, iters, warmup int, vali
 // with a 4-byte ack; rank 0 times warmup+iters windows from the first send
 // to the ack.
 func runBW(ctx context.Context, c *comm.Comm, size, iters, warmup int, validate bool) (measure, error) {
-	if err := c.Barrier(ctx); err != nil {
+	r, timed, err := pairStart(ctx, c)
+	if err != nil || !timed {
 		return measure{}, err
-	}
-	r := c.Rank()
-	if r > 1 {
-		return measure{}, nil
 	}
 	var m measure
 	buf := payload(0, size)
@@ -267,12 +270,9 @@ func runBW(ctx context.Context, c *comm.Comm, size, iters, warmup int, validate 
 // and 64 sends at once and wait for all of them; the bandwidth counts both
 // directions.
 func runBiBW(ctx context.Context, c *comm.Comm, size, iters, warmup int, validate bool) (measure, error) {
-	if err := c.Barrier(ctx); err != nil {
+	r, timed, err := pairStart(ctx, c)
+	if err != nil || !timed {
 		return measure{}, err
-	}
-	r := c.Rank()
-	if r > 1 {
-		return measure{}, nil
 	}
 	peer := 1 - r
 	var m measure
