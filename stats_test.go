@@ -106,10 +106,9 @@ func TestStatsRecentRoundRobin(t *testing.T) {
 	if len(st.Scheduler.Recent) != 40 || st.Scheduler.Decisions != 40 {
 		t.Fatalf("after 40 segments: %d recent choices, %d decisions", len(st.Scheduler.Recent), st.Scheduler.Decisions)
 	}
-	// The receiver's count is final once Send has returned: Send waits for
-	// the ACK, which the receiver sends after counting the segment (the
-	// sender's SegmentsSent is counted after its write returns, which may
-	// be later than the ACK).
+	// Both counts are final once Send has returned: Send waits for the
+	// ACK, which the receiver sends after counting the segment, and the
+	// sender counts a segment before writing it.
 	for i, r := range b.Stats().Rails {
 		n := 0
 		for _, c := range st.Scheduler.Recent {

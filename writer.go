@@ -137,6 +137,13 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 		iov = append(iov, run)
 	}
 	w.iov = iov
+	// Count before writing: the peer may acknowledge the segments (and
+	// Send return) before Write does, and Stats after Send must include
+	// them. A failed write takes them back (they are requeued elsewhere).
+	if n > 0 {
+		r.bytesOut.Add(uint64(n))
+		r.segsOut.Add(uint64(len(w.batch)))
+	}
 	var err error
 	if len(iov) == 1 {
 		_, err = r.c.Write(iov[0])
@@ -147,11 +154,11 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 	clear(w.iov)
 	w.wrote = true
 	if err != nil {
+		if n > 0 {
+			r.bytesOut.Add(-uint64(n))
+			r.segsOut.Add(-uint64(len(w.batch)))
+		}
 		return 0, err
-	}
-	if n > 0 {
-		r.bytesOut.Add(uint64(n))
-		r.segsOut.Add(uint64(len(w.batch)))
 	}
 	frames := len(w.batch)
 	if len(w.ctl) > 0 {
