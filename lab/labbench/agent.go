@@ -353,6 +353,7 @@ func readAll(c net.Conn, n *atomic.Uint64) {
 func agentSend(ctx context.Context, s Spec, log *slog.Logger) error {
 	epoch := time.Unix(0, s.EpochNs)
 	end := epoch.Add(s.Duration)
+	buf := bench.Payload(s.Size) // before the epoch: filling it is not part of the run
 	if s.Kind == KindMultirail {
 		cfg := multirail.Config{Scheduler: s.Sched, Logger: log}
 		for _, r := range s.Rails {
@@ -366,7 +367,7 @@ func agentSend(ctx context.Context, s Spec, log *slog.Logger) error {
 		if err := sleepUntil(ctx, epoch); err != nil {
 			return err
 		}
-		if _, err := bench.SendWindow(ctx, c, bench.Payload(s.Size), bench.SendOptions{Window: s.Window, Until: end}); err != nil {
+		if _, err := bench.SendWindow(ctx, c, buf, bench.SendOptions{Window: s.Window, Until: end}); err != nil {
 			return err
 		}
 		return c.Close()
@@ -393,7 +394,6 @@ func agentSend(ctx context.Context, s Spec, log *slog.Logger) error {
 	if err := sleepUntil(ctx, epoch); err != nil {
 		return err
 	}
-	buf := bench.Payload(s.Size)
 	var wg sync.WaitGroup
 	for _, c := range conns {
 		wg.Add(1)
