@@ -230,7 +230,17 @@ func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits) error {
 	r.segsIn.Add(1)
 	r.received.Add(1)
 	eager := d.Flags&wire.FlagEager != 0
-	rs.prompt = rs.prompt || !eager
+	// A frame of several segments comes from a fast rail (the sender
+	// spans only there, see Conn.spanFor): the sender needs its ACK for
+	// the rate estimate, not to go on, so ACKs follow every spanAcks
+	// frames (or the message's end, or AckDelay after the data pauses)
+	// instead of every frame. Single segments are acknowledged as before.
+	every := ackEvery
+	if span := int(d.Len) > lim.SegmentSize; span {
+		every = max(ackEvery, spanAcks*int(d.Len))
+	} else {
+		rs.prompt = rs.prompt || !eager
+	}
 	rs.sinceAck += int(d.Len) + wire.DataHeaderSize
 	switch {
 	case rs.completed && !eager:
@@ -240,8 +250,8 @@ func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits) error {
 			x.signal()
 		}
 		rs.prompt, rs.sinceAck = false, 0
-	case r.br.Buffered() == 0 || rs.sinceAck >= ackEvery:
-		if rs.prompt || rs.sinceAck >= ackEvery {
+	case r.br.Buffered() == 0 || rs.sinceAck >= every:
+		if rs.prompt || rs.sinceAck >= every {
 			r.signal()
 		} else {
 			r.delayAck()
@@ -255,6 +265,10 @@ func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits) error {
 // ackEvery is how many received bytes make a rail acknowledge even while
 // more data is arriving back to back.
 const ackEvery = 256 << 10
+
+// spanAcks is how many multi-segment frames (spans, each about
+// spanTime of the rail's drain) make a rail acknowledge.
+const spanAcks = 4
 
 // ack applies an ACK received on r.
 func (c *Conn) ack(r *rail, a wire.Ack) error {
