@@ -239,7 +239,7 @@ runs every scheduler once per interval, e.g. --dispatch 0,10ms,100ms.`,
 	fl.StringVar(&f.size, "size", "4MiB", "message size ("+sizeForm+")")
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "how long each scheduler sends")
 	fl.StringVar(&f.load, "load", "", "background load steps RAIL:FRACTION@T, comma-separated")
-	fl.StringVar(&f.baseline, "baseline", "", "also measure a plain TCP stream over the same kind of path (tcp)")
+	fl.StringVar(&f.baseline, "baseline", "", "also measure a plain TCP stream over the same kind of path (tcp), in slices taken in turns with each run")
 	fl.StringVar(&f.segment, "segment", "", "segment size (default 64KiB)")
 	fl.IntVar(&f.queue, "queue", 0, "per-rail send-queue depth in segments (default 16)")
 	fl.IntVar(&f.window, "window", 0, "concurrent sends in flight (0 = auto: 8 MiB worth, 4..256)")
@@ -278,6 +278,19 @@ func runBench(ctx context.Context, g *globals, f *benchFlags, p benchPlan) error
 	}); err != nil {
 		return fmt.Errorf("bench warm-up: %w", err)
 	}
+	// The baseline takes turns with every run (see bench.Options.Baseline)
+	// unless loads are timed on the wall clock: then it runs last, alone.
+	var tcp *bench.TCPPath
+	if p.baseline && len(p.loads) == 0 {
+		var err error
+		if tcp, err = bench.NewTCPPath(ctx, p.specs[0], p.size); err != nil {
+			return fmt.Errorf("baseline: %w", err)
+		}
+		defer tcp.Close()
+		if err := tcp.Warmup(ctx, min(p.duration, warmup)); err != nil {
+			return fmt.Errorf("baseline warm-up: %w", err)
+		}
+	}
 	for _, name := range p.scheds {
 		for _, d := range p.dispatch {
 			label := runLabel(name, d.Seconds())
@@ -287,6 +300,7 @@ func runBench(ctx context.Context, g *globals, f *benchFlags, p benchPlan) error
 				SegmentSize: p.segment, QueueDepth: f.queue, Window: f.window, DispatchInterval: d,
 				SchedOptions: p.schedOpts[name],
 				RTT:          f.rtt || p.baseline, Progress: prog.update, Logger: g.logger(),
+				Baseline: tcp,
 			})
 			prog.done()
 			if err != nil {
@@ -295,7 +309,10 @@ func runBench(ctx context.Context, g *globals, f *benchFlags, p benchPlan) error
 			rep.Results = append(rep.Results, r)
 		}
 	}
-	if p.baseline {
+	if tcp != nil {
+		b := tcp.Result()
+		rep.Baseline = &b
+	} else if p.baseline {
 		b, err := bench.TCPBaseline(ctx, p.specs[0], p.size, p.duration)
 		if err != nil {
 			return fmt.Errorf("baseline: %w", err)

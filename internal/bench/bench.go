@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"sync"
 	"time"
 
@@ -35,6 +34,14 @@ type Options struct {
 	DispatchInterval time.Duration
 	// RTT also measures the 1-byte round trip after the goodput run.
 	RTT bool
+	// Baseline, when set, takes turns with the run: the run is cut into
+	// slices (5), each followed by as long a slice of the baseline's plain
+	// TCP stream, and the round trips into blocks taken in turns with the
+	// baseline's; the run's time is its own slices'. Both sides then see
+	// the same moods of a shared machine. A run with Loads does not take
+	// turns (the loads follow the wall clock); it runs in one piece and
+	// leaves the baseline alone.
+	Baseline *TCPPath
 	// Progress, when set, is called about every 100 ms with the elapsed
 	// time and the payload bytes received so far on each rail.
 	Progress func(elapsed time.Duration, perRail []uint64)
@@ -106,14 +113,6 @@ func (r *Result) AddSchedulerStats(st multirail.Stats) {
 	}
 }
 
-// Baseline is a plain TCP stream over the same kind of path.
-type Baseline struct {
-	GoodputBps float64 `json:"goodput_bps"`
-	// LatencyP50 is the 1-byte round trip of plain TCP (compare with
-	// Result.RTTP50).
-	LatencyP50 float64 `json:"latency_p50_s"`
-}
-
 // NeedsNominal reports whether scheduler sched is given the rails'
 // nominal rates (multirail.Rail.Bandwidth): only weighted, which cannot
 // work without them. The others could read them too (shortestqueue and
@@ -176,9 +175,22 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	res.LatencyP50, res.LatencyP99 = measure.Percentile(lat, 0.50), measure.Percentile(lat, 0.99)
 	res.AddSchedulerStats(cli.Stats()) // before the round trips add choices of their own
 	if o.RTT {
-		rtts, err := pingPong(ctx, cli, srv, 2000)
-		if err != nil {
-			return res, err
+		var rtts []float64
+		blocks := 1
+		if o.sliced() {
+			blocks = rttBlocks
+		}
+		for b := 0; b < blocks; b++ {
+			r, err := pingPong(ctx, cli, srv, rttRounds/blocks)
+			if err != nil {
+				return res, err
+			}
+			rtts = append(rtts, r...)
+			if o.sliced() {
+				if err := o.Baseline.Ping(ctx, rttRounds/blocks); err != nil {
+					return res, err
+				}
+			}
 		}
 		res.RTTP50 = measure.Percentile(rtts, 0.5)
 	}
@@ -194,12 +206,62 @@ func pairConfig(o Options, cfg multirail.Config) topo.PairConfig {
 	}
 }
 
-// stream sends msg for o.Duration with o.Window Sends in
-// flight and returns the message latencies, the number of messages and the
-// payload bytes each rail delivered to the receiver within the run.
+// baselineSlices is how many slices a run with Options.Baseline is cut
+// into: multirail sends for Duration/baselineSlices, then the baseline for
+// as long, and so on.
+const baselineSlices = 5
+
+// rttBlocks is how many blocks the round trips of a run with
+// Options.Baseline are cut into.
+const rttBlocks = 10
+
+// activeClock is multirail's sending time in a run cut into slices: the
+// slices so far plus the current one.
+type activeClock struct {
+	mu    sync.Mutex
+	total time.Duration
+	since time.Time // start of the current slice; zero between slices
+}
+
+func (a *activeClock) begin(t time.Time) {
+	a.mu.Lock()
+	a.since = t
+	a.mu.Unlock()
+}
+
+func (a *activeClock) end(t time.Time) {
+	a.mu.Lock()
+	a.total += t.Sub(a.since)
+	a.since = time.Time{}
+	a.mu.Unlock()
+}
+
+func (a *activeClock) elapsed(now time.Time) time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.since.IsZero() {
+		return a.total
+	}
+	return a.total + now.Sub(a.since)
+}
+
+// sliced reports whether a run takes turns with its baseline (see
+// Options.Baseline).
+func (o Options) sliced() bool { return o.Baseline != nil && len(o.Loads) == 0 }
+
+// stream sends msg for o.Duration with o.Window Sends in flight and
+// returns the message latencies, the number of messages, the payload
+// bytes each rail delivered to the receiver within the run and how long
+// the run sent. A run taking turns with its baseline (o.sliced) counts
+// every message of its slices and only its own time; otherwise the run
+// ends at the deadline: bytes and latencies after it do not count.
 func stream(ctx context.Context, cli, srv *multirail.Conn, o Options, msg []byte, start time.Time) ([]float64, int, []uint64, time.Duration, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	slices, sliced := 1, o.sliced()
+	if sliced {
+		slices = baselineSlices
+	}
 	deadline := start.Add(o.Duration)
 	type tagLog struct {
 		mu    sync.Mutex
@@ -210,28 +272,55 @@ func stream(ctx context.Context, cli, srv *multirail.Conn, o Options, msg []byte
 	for i, r := range srv.Stats().Rails {
 		base[i] = r.BytesReceived
 	}
-	var sendErr error
+	var (
+		sendErr  error
+		clock    activeClock
+		got      counter // messages received
+		sentMsgs int64
+	)
 	sent := make(chan struct{})
 	go func() {
 		defer close(sent)
-		_, err := SendWindow(ctx, cli, msg, SendOptions{
-			Window: o.Window, Until: deadline,
-			OnStart: func(g int, at time.Time) {
-				lg := &logs[g]
-				lg.mu.Lock()
-				lg.sends = append(lg.sends, at)
-				lg.mu.Unlock()
-			},
-		})
-		if err != nil && ctx.Err() == nil {
-			sendErr = err
+		slice := o.Duration / time.Duration(slices)
+		for k := 0; k < slices && ctx.Err() == nil; k++ {
+			t0 := time.Now()
+			until := deadline
+			if sliced {
+				until = t0.Add(slice)
+			}
+			clock.begin(t0)
+			n, err := SendWindow(ctx, cli, msg, SendOptions{
+				Window: o.Window, Until: until,
+				OnStart: func(g int, at time.Time) {
+					lg := &logs[g]
+					lg.mu.Lock()
+					lg.sends = append(lg.sends, at)
+					lg.mu.Unlock()
+				},
+			})
+			if sliced {
+				// Eager Sends return before their message arrives: the
+				// slice ends when the receiver has every message.
+				sentMsgs += int64(n)
+				if err == nil {
+					err = got.waitFor(ctx, sentMsgs)
+				}
+			}
+			clock.end(time.Now())
+			if err == nil && sliced {
+				err = o.Baseline.Stream(ctx, slice)
+			}
+			if err != nil {
+				if ctx.Err() == nil {
+					sendErr = err
+				}
+				return
+			}
 		}
 	}()
 	var (
-		lat     []float64
-		msgs    int
-		perRail []uint64
-		elapsed time.Duration
+		lat  []float64
+		msgs int
 	)
 	recvDone := make(chan error, 1)
 	snap := make(chan struct{})
@@ -247,6 +336,7 @@ func stream(ctx context.Context, cli, srv *multirail.Conn, o Options, msg []byte
 			began := lg.sends[next[g]]
 			lg.mu.Unlock()
 			next[g]++
+			got.add(1)
 			select {
 			case <-snap:
 			default:
@@ -258,8 +348,17 @@ func stream(ctx context.Context, cli, srv *multirail.Conn, o Options, msg []byte
 	}()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
+	// The run ends at the deadline, or once the slices are sent.
+	var timeout <-chan time.Time
+	if !sliced {
+		timer := time.NewTimer(time.Until(deadline))
+		defer timer.Stop()
+		timeout = timer.C
+	}
+	done := sent
+	if !sliced {
+		done = nil
+	}
 	received := func() []uint64 {
 		out := make([]uint64, len(base))
 		for i, r := range srv.Stats().Rails {
@@ -267,29 +366,44 @@ func stream(ctx context.Context, cli, srv *multirail.Conn, o Options, msg []byte
 		}
 		return out
 	}
+	fail := func(err error) ([]float64, int, []uint64, time.Duration, error) {
+		cancel()
+		<-sent
+		return nil, 0, nil, 0, err
+	}
 loop:
 	for {
 		select {
-		case <-timer.C:
+		case <-timeout:
+			break loop
+		case <-done:
+			if sendErr != nil {
+				return fail(sendErr)
+			}
+			if err := ctx.Err(); err != nil {
+				return fail(err)
+			}
 			break loop
 		case <-tick.C:
 			if o.Progress != nil {
-				o.Progress(time.Since(start), received())
+				o.Progress(clock.elapsed(time.Now()), received())
 			}
 		case err := <-recvDone:
 			if err == nil {
 				err = io.EOF // the peer closed during the run
 			}
-			cancel()
-			<-sent
-			return nil, 0, nil, 0, err
+			return fail(err)
 		case <-ctx.Done():
-			<-sent
-			return nil, 0, nil, 0, ctx.Err()
+			return fail(ctx.Err())
 		}
 	}
-	perRail = received()
-	elapsed = time.Since(start)
+	// Every Send of a slice has returned, so the receiver has counted
+	// their bytes; in one piece, what arrived by the deadline counts.
+	perRail := received()
+	elapsed := time.Since(start)
+	if sliced {
+		elapsed = clock.elapsed(time.Now())
+	}
 	close(snap)
 	<-sent // senders stop at the deadline; their last Sends complete
 	cancel()
@@ -340,113 +454,4 @@ func pingPong(ctx context.Context, a, b *multirail.Conn, n int) ([]float64, erro
 		a.Release(m.Data)
 	}
 	return out, <-echo
-}
-
-// TCPBaseline measures one plain TCP stream over a path like spec (an
-// emulated link for emu:, loopback for loop) with size-byte writes for
-// duration, then the 1-byte round trip.
-func TCPBaseline(ctx context.Context, spec emu.Spec, size int, duration time.Duration) (Baseline, error) {
-	var b Baseline
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return b, err
-	}
-	defer ln.Close()
-	addrs, links, err := topo.Links(ln.Addr().String(), []emu.Spec{spec}, nil, nil)
-	if err != nil {
-		return b, err
-	}
-	addr := addrs[0]
-	if links[0] != nil {
-		defer links[0].Close()
-	}
-	type acc struct {
-		c   net.Conn
-		err error
-	}
-	accc := make(chan acc, 1)
-	go func() { c, err := ln.Accept(); accc <- acc{c, err} }()
-	cc, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return b, err
-	}
-	defer cc.Close()
-	a := <-accc
-	if a.err != nil {
-		return b, a.err
-	}
-	sc := a.c
-	defer sc.Close()
-
-	// Goodput: the receiver counts bytes over the run.
-	counted := make(chan int64, 1)
-	var start time.Time
-	startc := make(chan time.Time, 1)
-	go func() {
-		buf := make([]byte, max(size, 256<<10))
-		var n int64
-		st := <-startc
-		dl := st.Add(duration)
-		for {
-			k, err := sc.Read(buf)
-			if time.Now().Before(dl) {
-				n += int64(k)
-			}
-			if err != nil {
-				counted <- n
-				return
-			}
-		}
-	}()
-	msg := make([]byte, size)
-	start = time.Now()
-	startc <- start
-	deadline := start.Add(duration)
-	for time.Now().Before(deadline) {
-		if _, err := cc.Write(msg); err != nil {
-			return b, err
-		}
-	}
-	el := time.Since(start)
-	_ = cc.(*net.TCPConn).CloseWrite()
-	n := <-counted
-	b.GoodputBps = float64(n) * 8 / min(el, duration).Seconds()
-
-	// 1-byte round trip on a fresh pair of connections.
-	go func() { c, err := ln.Accept(); accc <- acc{c, err} }()
-	pc, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return b, err
-	}
-	defer pc.Close()
-	a = <-accc
-	if a.err != nil {
-		return b, a.err
-	}
-	defer a.c.Close()
-	go func() {
-		var one [1]byte
-		for {
-			if _, err := io.ReadFull(a.c, one[:]); err != nil {
-				return
-			}
-			if _, err := a.c.Write(one[:]); err != nil {
-				return
-			}
-		}
-	}()
-	rtts := make([]float64, 0, 2000)
-	var one [1]byte
-	for i := 0; i < 2000; i++ {
-		t0 := time.Now()
-		if _, err := pc.Write(one[:]); err != nil {
-			return b, err
-		}
-		if _, err := io.ReadFull(pc, one[:]); err != nil {
-			return b, err
-		}
-		rtts = append(rtts, time.Since(t0).Seconds())
-	}
-	b.LatencyP50 = measure.Percentile(rtts, 0.5)
-	return b, nil
 }
