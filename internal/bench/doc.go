@@ -1,6 +1,7 @@
 // Package bench measures multirail connections: `multirail bench` and
 // `demo` (Run: both ends in one process over emulated or loopback rails,
-// built by internal/topo; TCPBaseline), `serve` and `send` (ReceiveAll,
+// built by internal/topo; TCPPath, the plain TCP side, which takes turns
+// with a run, and TCPBaseline, which runs alone), `serve` and `send` (ReceiveAll,
 // SendFor) and the lab bench's multirail agents.
 //
 // Every sender here is the one windowed send loop, SendWindow (Window
