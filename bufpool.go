@@ -42,8 +42,18 @@ func classOf(n int) int {
 	return bits.Len(uint(n-1)) - minClassShift
 }
 
+// exactBelow is the size below which a receive buffer is allocated at its
+// own size, outside the pool: a buffer from the smallest class (4 KiB)
+// would hold up to 16 times what the message costs against the credit
+// window (reasm.Cost), and a peer's small messages could pin that much.
+// From exactBelow on, a class buffer is at most twice the message.
+const exactBelow = 1 << (minClassShift - 1)
+
 // allocRecv returns an n-byte buffer, reusing a released one if any.
 func allocRecv(n int) []byte {
+	if n < exactBelow {
+		return make([]byte, n)
+	}
 	c := classOf(n)
 	if c >= len(bufClasses) {
 		return make([]byte, n)

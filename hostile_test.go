@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/multirail/multirail/emu"
+	"github.com/multirail/multirail/internal/reasm"
 	hs "github.com/multirail/multirail/internal/handshake"
 	"github.com/multirail/multirail/internal/wire"
 )
@@ -1472,5 +1473,90 @@ func TestHostileMemoryBound(t *testing.T) {
 		baseline, peak, now, bound, data, conns, why)
 	if peak > bound {
 		t.Fatalf("receiver peak RSS %d KiB exceeds the bound %d KiB", peak, bound)
+	}
+}
+
+// TestHostileTinyMessages: an authenticated peer fills its whole credit
+// window with 1-byte messages that can never be delivered (message 1 never
+// comes, so nothing is handed to Recv and no credit comes back). The
+// receiver (in a child process) must hold no more than the window
+// promises: each message costs reasm.Cost(1) = 257 bytes of credit, and
+// receive buffers once had a 4 KiB floor (16 times that; the security
+// review's F2).
+func TestHostileTinyMessages(t *testing.T) {
+	child := startHelper(t)
+	addr := child.expect(t, "addr ")
+	child.expect(t, "ready")
+	pid := child.cmd.Process.Pid
+	baseline, err := procStatusKB(pid, "VmRSS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hostileHello(0x20)
+	c, err := rawHandshake(addr, rssToken, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	n := uint64(rssMaxBuffer / reasm.Cost(1)) // what the credit allows
+	go func() {
+		var w bytes.Buffer
+		for id := uint64(2); id < n+2; id++ {
+			w.Write(dataHeader(h, id, 1, 0, 1))
+			w.WriteByte(byte(id))
+			if w.Len() >= 256<<10 || id == n+1 {
+				if _, err := c.Write(w.Bytes()); err != nil {
+					return
+				}
+				w.Reset()
+			}
+		}
+	}()
+	// The receiver holds them all once it has acknowledged them all.
+	_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	var received uint64
+	for received < n {
+		var hb [wire.HeaderSize]byte
+		if _, err := io.ReadFull(c, hb[:]); err != nil {
+			t.Fatalf("after %d of %d messages acknowledged: %v; receiver log:\n%s", received, n, err, child.logs.tail())
+		}
+		fh, err := wire.ParseHeader(hb[:], wire.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := make([]byte, fh.Len)
+		if _, err := io.ReadFull(c, body); err != nil {
+			t.Fatal(err)
+		}
+		if fh.Type == wire.TypeAck {
+			a, err := wire.ParseAck(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			received = a.Received
+		}
+	}
+	peak, err := procStatusKB(pid, "VmHWM")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	child.stdin.Close()
+	if err := child.stop(); err != nil {
+		t.Fatalf("helper exited with %v; its log:\n%s", err, child.logs.tail())
+	}
+	// The bound: the window (MaxReceiveBuffer), twice for Go's heap growth
+	// before a collection (GOGC=100), plus 1 MiB for the rail (read-ahead,
+	// write buffers, goroutines); three times that under the race
+	// detector's shadow memory.
+	const kib = 1 << 10
+	factor := int64(1)
+	if raceEnabled() {
+		factor = 3
+	}
+	bound := baseline + factor*(2*rssMaxBuffer+(1<<20))/kib
+	t.Logf("%d messages of 1 byte held; receiver RSS: baseline %d KiB, peak %d KiB, bound %d KiB", n, baseline, peak, bound)
+	if peak > bound {
+		t.Fatalf("receiver peak RSS %d KiB exceeds the bound %d KiB for %d held 1-byte messages", peak, bound, n)
 	}
 }
