@@ -38,8 +38,8 @@ import (
 	"time"
 
 	"github.com/multirail/multirail/emu"
-	"github.com/multirail/multirail/internal/reasm"
 	hs "github.com/multirail/multirail/internal/handshake"
+	"github.com/multirail/multirail/internal/reasm"
 	"github.com/multirail/multirail/internal/wire"
 )
 
@@ -1558,5 +1558,47 @@ func TestHostileTinyMessages(t *testing.T) {
 	t.Logf("%d messages of 1 byte held; receiver RSS: baseline %d KiB, peak %d KiB, bound %d KiB", n, baseline, peak, bound)
 	if peak > bound {
 		t.Fatalf("receiver peak RSS %d KiB exceeds the bound %d KiB for %d held 1-byte messages", peak, bound, n)
+	}
+}
+
+// TestHostileDuplicatesReadThroughSmallBuffer: a peer resending a large
+// segment that was delivered already makes the receiver read it through a
+// small fixed buffer (discardChunk), not allocate a buffer of the
+// segment's size per rail (the security review's F3), and the message is
+// delivered once.
+func TestHostileDuplicatesReadThroughSmallBuffer(t *testing.T) {
+	const seg = 1 << 20
+	ln, _ := hostileListener(t, Config{Token: "tok", MaxMessageSize: 8 << 20})
+	h := hostileHello(0x21)
+	h.SegmentSize = seg
+	h.MaxMessage = 8 << 20
+	raw, c := rawSessionOn(t, ln, "tok", h)
+	payload := bytes.Repeat([]byte{0x5a}, seg)
+	var w bytes.Buffer
+	for i := 0; i < 20; i++ { // the original, then 19 duplicates
+		w.Write(dataHeader(h, 1, seg, 0, seg))
+		w.Write(payload)
+	}
+	w.Write(dataHeader(h, 2, 1, 0, 1)) // then a 1-byte message
+	w.WriteByte(7)
+	go raw.Write(w.Bytes())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i, want := range [][]byte{payload, {7}} {
+		m, err := c.Recv(ctx)
+		if err != nil {
+			t.Fatalf("message %d: %v", i+1, err)
+		}
+		if !bytes.Equal(m.Data, want) {
+			t.Fatalf("message %d: %d bytes, want %d", i+1, len(m.Data), len(want))
+		}
+		c.Release(m.Data)
+	}
+	r := c.rails[0]
+	r.rdMu.Lock()
+	scratch, discard := cap(r.rs.scratch), cap(r.rs.discard)
+	r.rdMu.Unlock()
+	if scratch != 0 || discard != discardChunk {
+		t.Fatalf("after 19 duplicates of a %d-byte segment: scratch %d bytes, discard buffer %d bytes; want 0 and %d", seg, scratch, discard, discardChunk)
 	}
 }

@@ -44,7 +44,8 @@ func (c *Conn) reader(r *rail) {
 type rstate struct {
 	hb        [wire.DataHeaderSize]byte
 	body      [wire.MaxControlBody]byte
-	scratch   []byte
+	scratch   []byte // a segment read while the same one arrives elsewhere (Hold)
+	discard   []byte // duplicates are read through it (discardChunk bytes)
 	lastDL    time.Time
 	prompt    bool // a frame the sender waits for is not acknowledged yet
 	sinceAck  int  // bytes received since the last ACK was asked for
@@ -211,7 +212,23 @@ func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits) error {
 			return c.readFail(r, err)
 		}
 		r.bytesIn.Add(uint64(d.Len))
-	case reasm.Discard, reasm.Hold:
+	case reasm.Discard:
+		// A duplicate (a resend of what arrived already): read through a
+		// small buffer, so that a peer resending large segments makes the
+		// receiver allocate nothing.
+		if rs.discard == nil {
+			rs.discard = make([]byte, discardChunk)
+		}
+		for left := int(d.Len); left > 0; {
+			k := min(left, len(rs.discard))
+			if err := c.read(r, rs.discard[:k], false); err != nil {
+				return c.readFail(r, err)
+			}
+			left -= k
+		}
+	case reasm.Hold:
+		// The same segment is being read on another rail right now (a
+		// resend racing the original): keep a copy in case that read fails.
 		if cap(rs.scratch) < int(d.Len) {
 			rs.scratch = make([]byte, d.Len)
 		}
@@ -219,12 +236,10 @@ func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits) error {
 		if err := c.read(r, p, false); err != nil {
 			return c.readFail(r, err)
 		}
-		if verdict == reasm.Hold {
-			c.rmu.Lock()
-			c.re.Offer(d, p)
-			c.notifyRecvLocked()
-			c.rmu.Unlock()
-		}
+		c.rmu.Lock()
+		c.re.Offer(d, p)
+		c.notifyRecvLocked()
+		c.rmu.Unlock()
 	}
 	r.br.LookAhead(int(d.Len))
 	r.segsIn.Add(1)
@@ -261,6 +276,9 @@ func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits) error {
 	rs.completed = false
 	return nil
 }
+
+// discardChunk is the size of the buffer duplicates are read through.
+const discardChunk = 16 << 10
 
 // ackEvery is how many received bytes make a rail acknowledge even while
 // more data is arriving back to back.
