@@ -28,6 +28,10 @@ const (
 	DefaultStageQueue      = 4
 )
 
+// packetSlot is what a received part holds per packet it announces
+// before any arrives: a slice header.
+const packetSlot = 24
+
 // ErrStageProtocol is wrapped by the error a StageConn fails with when the
 // peer breaks the stage protocol (docs/wire.md, "Loss-tolerant stages");
 // the connection is closed then.
@@ -48,10 +52,12 @@ type StageConfig struct {
 	// MaxPackets bounds the packets of one stage, sent or received.
 	// 1..1<<24; 0 means DefaultMaxStagePackets.
 	MaxPackets int
-	// MaxStageBytes bounds the payload bytes of one received part (a
-	// whole stage unless it is sent in parts) held until it is complete;
-	// a peer that sends more loses the connection. At most Queue complete
-	// parts wait for Recv besides. >= 1; 0 means DefaultMaxStageBytes.
+	// MaxStageBytes bounds the memory one received part (a whole stage
+	// unless it is sent in parts) holds until it is complete, counted as
+	// allocated: each packet's receive buffer (header included) and 24
+	// bytes per packet the part announces; a peer that sends more loses
+	// the connection. At most Queue complete parts wait for Recv besides.
+	// >= 1; 0 means DefaultMaxStageBytes.
 	MaxStageBytes int64
 	// Queue is how many complete received stages wait for Recv before the
 	// StageConn stops reading (flow control then holds the peer back).
@@ -560,7 +566,13 @@ func (s *StageConn) packet(ctx context.Context, data []byte, now time.Time) erro
 			in.number, in.parts, in.received, in.active, in.open = h.Stage, int(h.Parts), 0, 0, true
 		}
 		in.part, in.inPart, in.first = int(h.Part), true, now
-		in.total, in.sent, in.got, in.bytes = int(h.Total), int(h.Sent), 0, 0
+		// What the part holds counts as allocated: a slot per announced
+		// packet now, each packet's whole buffer as it arrives.
+		in.total, in.sent, in.got = int(h.Total), int(h.Sent), 0
+		in.bytes = int64(h.Total) * packetSlot
+		if in.bytes > s.cfg.MaxStageBytes {
+			return fmt.Errorf("%w: stage %d part %d announces %d packets: %d bytes of slots, more than %d (StageConfig.MaxStageBytes)", ErrStageProtocol, h.Stage, h.Part, h.Total, in.bytes, s.cfg.MaxStageBytes)
+		}
 		in.packets = make([][]byte, h.Total)
 	}
 	switch {
@@ -569,7 +581,7 @@ func (s *StageConn) packet(ctx context.Context, data []byte, now time.Time) erro
 	case in.packets[h.Index] != nil:
 		return fmt.Errorf("%w: packet %d of stage %d part %d twice", ErrStageProtocol, h.Index, h.Stage, h.Part)
 	}
-	in.bytes += int64(len(payload))
+	in.bytes += int64(cap(payload)) + wire.StagePacketHeaderSize // the packet's buffer stays alive
 	if in.bytes > s.cfg.MaxStageBytes {
 		return fmt.Errorf("%w: stage %d part %d holds more than %d bytes (StageConfig.MaxStageBytes)", ErrStageProtocol, h.Stage, h.Part, s.cfg.MaxStageBytes)
 	}

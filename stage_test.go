@@ -135,6 +135,15 @@ func zero() float64 { return 0 }
 
 // TestStageHostilePeer: a peer that breaks the stage protocol loses its
 // connection; the StageConn reports why; another pair is untouched.
+// emptyPackets is a whole stage of n empty packets.
+func emptyPackets(n int) []Message {
+	var ms []Message
+	for i := 0; i < n; i++ {
+		ms = append(ms, Message{Tag: DefaultStagePacketTag, Data: wire.AppendStagePacket(nil, wire.StagePacket{Stage: 0, Parts: 1, Index: uint32(i), Total: uint32(n), Sent: uint32(n)}, nil)})
+	}
+	return ms
+}
+
 func TestStageHostilePeer(t *testing.T) {
 	pkt := func(h wire.StagePacket, payload string) []byte {
 		return wire.AppendStagePacket(nil, h, []byte(payload))
@@ -167,6 +176,10 @@ func TestStageHostilePeer(t *testing.T) {
 			{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 1, Part: 0, Parts: 2, Index: 0, Total: 1, Sent: 1}, "x")},
 		}},
 		{"more bytes than allowed", []Message{{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 0, Total: 2, Sent: 2}, string(make([]byte, 2000)))}}},
+		// Memory counts as allocated: 24 bytes per announced packet, and
+		// every packet's buffer, empty ones too.
+		{"more packets announced than the bound holds", []Message{{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 0, Total: 100, Sent: 100}, "")}}},
+		{"empty packets beyond the bound", emptyPackets(40)},
 		{"bad feedback", []Message{{Tag: DefaultStageFeedbackTag, Data: []byte{9}}}},
 		{"unknown tag", []Message{{Tag: 77, Data: []byte("hi")}}},
 	} {
