@@ -151,7 +151,7 @@ type Listener struct {
 
 	mu       sync.Mutex
 	sessions map[[16]byte]*pending
-	live     map[[16]byte]*Conn // open connections, for rails that rejoin
+	live     map[[16]byte]*Conn // open connections, for rails that rejoin (nil: starting)
 	perHost  map[netip.Addr]int // handshakes in progress per source address (IPv6: per /64)
 	closed   bool
 	done     chan struct{}
@@ -359,6 +359,15 @@ func (l *Listener) join(conn net.Conn, h wire.Hello) {
 		l.rejoin(conn, h, c)
 		return
 	}
+	if _, inUse := l.live[h.Session]; inUse {
+		// Session ids are random (128 bits): a new session with the id of
+		// an open one is a token holder trying to take its place.
+		l.mu.Unlock()
+		log.Warn("new session with the id of an open one; connection closed", "peer", conn.RemoteAddr(), "session", fmt.Sprintf("%x", h.Session[:4]))
+		hs.Reject(conn, wire.RejectSession, "session id in use")
+		_ = conn.Close()
+		return
+	}
 	p := l.sessions[h.Session]
 	if p == nil {
 		p = &pending{rails: make([]net.Conn, h.Rails), hello: h}
@@ -388,7 +397,16 @@ func (l *Listener) join(conn net.Conn, h wire.Hello) {
 	}
 	p.timer.Stop()
 	delete(l.sessions, h.Session)
+	id := h.Session
+	l.live[id] = nil // reserved: the id is in use from now on
 	l.mu.Unlock()
+	unreserve := func() {
+		l.mu.Lock()
+		if l.live[id] == nil {
+			delete(l.live, id)
+		}
+		l.mu.Unlock()
+	}
 
 	deadline := time.Now().Add(l.cfg.HandshakeTimeout)
 	inits := make([]railInit, len(p.rails))
@@ -412,10 +430,10 @@ func (l *Listener) join(conn net.Conn, h wire.Hello) {
 			for _, rc := range p.rails {
 				_ = rc.Close()
 			}
+			unreserve()
 			return
 		}
 	}
-	id := h.Session
 	forget := func() {
 		l.mu.Lock()
 		delete(l.live, id)
@@ -427,6 +445,7 @@ func (l *Listener) join(conn net.Conn, h wire.Hello) {
 		for _, rc := range p.rails {
 			_ = rc.Close()
 		}
+		unreserve()
 		return
 	}
 	l.mu.Lock()
@@ -435,6 +454,8 @@ func (l *Listener) join(conn net.Conn, h wire.Hello) {
 	c.mu.Unlock()
 	if !l.closed && !gone {
 		l.live[id] = c
+	} else if l.live[id] == nil {
+		delete(l.live, id)
 	}
 	l.mu.Unlock()
 	select {

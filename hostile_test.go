@@ -1602,3 +1602,39 @@ func TestHostileDuplicatesReadThroughSmallBuffer(t *testing.T) {
 		t.Fatalf("after 19 duplicates of a %d-byte segment: scratch %d bytes, discard buffer %d bytes; want 0 and %d", seg, scratch, discard, discardChunk)
 	}
 }
+
+// TestHostileSessionIDInUse: a token holder announcing a new session with
+// the id of an open one (ids travel in the clear) is refused; the open
+// session keeps its place at the listener (its rails could still rejoin)
+// and carries on.
+func TestHostileSessionIDInUse(t *testing.T) {
+	ln, sink := hostileListener(t, Config{Token: "tok"})
+	addr := ln.Addr().String()
+	a, b := dialAndAccept(t, ln, Config{Token: "tok", Rails: []Rail{{Addr: addr}, {Addr: addr}}})
+	h := hostileHello(0x22)
+	h.Session = b.session
+	if c, err := rawHandshake(addr, "tok", h); err == nil {
+		c.Close()
+		t.Fatal("a new session with an open session's id was accepted")
+	}
+	if _, err := sink.waitLine(cutMargin, "new session with the id of an open one"); err != nil {
+		t.Fatal(err)
+	}
+	ln.mu.Lock()
+	still := ln.live[b.session] == b
+	ln.mu.Unlock()
+	if !still {
+		t.Fatal("the listener no longer maps the open session's id to it")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, p := range [][2]*Conn{{a, b}, {b, a}} {
+		if err := p[0].Send(ctx, 3, []byte("still here")); err != nil {
+			t.Fatal(err)
+		}
+		m, err := p[1].Recv(ctx)
+		if err != nil || string(m.Data) != "still here" {
+			t.Fatalf("after the attempt: %q, %v", m.Data, err)
+		}
+	}
+}
