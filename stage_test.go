@@ -197,7 +197,7 @@ func TestStageHostilePeer(t *testing.T) {
 			ga, gb := stagePair(t, StageConfig{})
 			for _, m := range tc.msgs {
 				if err := a.Send(ctx, m.Tag, m.Data); err != nil {
-					t.Fatal(err)
+					break // cut off before the last message: checked below
 				}
 			}
 			var got Stage
