@@ -27,6 +27,7 @@ const (
 	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultIdleTimeout      = 30 * time.Second
 	DefaultMaxHandshakes    = 128
+	DefaultMaxSessions      = 128
 	DefaultEagerLimit       = 16 << 10
 	DefaultRailTimeout      = 500 * time.Millisecond
 	// AckDelay is how long a receiver may hold the acknowledgement of an
@@ -129,6 +130,14 @@ type Config struct {
 	// MaxHandshakes bounds the handshakes a Listener runs at once; more
 	// connections are closed at once. 0 means 128.
 	MaxHandshakes int
+	// MaxSessions bounds the sessions a Listener holds at once: open ones
+	// (accepted, or waiting for Accept) and ones whose rails are still
+	// joining. A new session beyond it is refused (REJECT busy) and
+	// logged; rails rejoining an open session are not counted again. Each
+	// session may hold up to MaxReceiveBuffer of the peer's messages, so
+	// MaxSessions x MaxReceiveBuffer bounds them all (README). 0 means
+	// 128.
+	MaxSessions int
 	// DispatchInterval selects how segments leave the rails' send queues.
 	// 0 (the default) means continuously: each rail's writer takes
 	// segments as soon as they are queued. A value in
@@ -244,6 +253,12 @@ func (c Config) validate(dialing bool) (config, error) {
 	}
 	if c.MaxHandshakes < 1 {
 		return config{}, cfgErr("MaxHandshakes", c.MaxHandshakes, ">= 1")
+	}
+	if c.MaxSessions == 0 {
+		c.MaxSessions = DefaultMaxSessions
+	}
+	if c.MaxSessions < 1 {
+		return config{}, cfgErr("MaxSessions", c.MaxSessions, ">= 1; 0 = default 128")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -369,6 +369,14 @@ func (l *Listener) join(conn net.Conn, h wire.Hello) {
 		return
 	}
 	p := l.sessions[h.Session]
+	if p == nil && len(l.live)+len(l.sessions) >= l.cfg.MaxSessions {
+		n := len(l.live) + len(l.sessions)
+		l.mu.Unlock()
+		log.Warn("session limit reached; new session refused", "peer", conn.RemoteAddr(), "sessions", n, "max", l.cfg.MaxSessions)
+		hs.Reject(conn, wire.RejectBusy, fmt.Sprintf("%d sessions open, the listener's limit (MaxSessions)", n))
+		_ = conn.Close()
+		return
+	}
 	if p == nil {
 		p = &pending{rails: make([]net.Conn, h.Rails), hello: h}
 		l.sessions[h.Session] = p

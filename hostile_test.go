@@ -1638,3 +1638,38 @@ func TestHostileSessionIDInUse(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileSessionLimit: a listener holds at most MaxSessions sessions;
+// one more is refused with a message naming the limit, and a session that
+// closes makes room. Open sessions keep working.
+func TestHostileSessionLimit(t *testing.T) {
+	ln, sink := hostileListener(t, Config{Token: "tok", MaxSessions: 2})
+	addr := ln.Addr().String()
+	cfg := Config{Token: "tok", Rails: []Rail{{Addr: addr}, {Addr: addr}}}
+	a1, b1 := dialAndAccept(t, ln, cfg)
+	a2, b2 := dialAndAccept(t, ln, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := Dial(ctx, cfg)
+	if err == nil || !strings.Contains(err.Error(), "MaxSessions") {
+		t.Fatalf("third session: %v; want a refusal naming MaxSessions", err)
+	}
+	if _, err := sink.waitLine(cutMargin, "session limit reached"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a2.Send(ctx, 1, []byte("ok")); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := b2.Recv(ctx); err != nil || string(m.Data) != "ok" {
+		t.Fatalf("an open session after the refusal: %q, %v", m.Data, err)
+	}
+	a1.Close()
+	b1.Close()
+	a3, b3 := dialAndAccept(t, ln, cfg)
+	if err := a3.Send(ctx, 1, []byte("room")); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := b3.Recv(ctx); err != nil || string(m.Data) != "room" {
+		t.Fatalf("a session after one closed: %q, %v", m.Data, err)
+	}
+}

@@ -561,6 +561,7 @@ func TestConfigErrors(t *testing.T) {
 		{Config{DispatchInterval: 5 * time.Millisecond}, "DispatchInterval = 5ms, allowed 0 (continuous) or 10ms..1s"},
 		{Config{DispatchInterval: 2 * time.Second}, "DispatchInterval = 2s"},
 		{Config{DispatchInterval: -time.Millisecond}, "DispatchInterval = -1ms"},
+		{Config{MaxSessions: -1}, "MaxSessions = -1, allowed >= 1; 0 = default 128"},
 	}
 	for _, c := range cases {
 		_, err := c.cfg.validate(true)

@@ -76,7 +76,9 @@ func TestMissingRankNamed(t *testing.T) {
 		_, errs := startRanks(t, 3, []int{0, 1}, rdzv, true, Config{Timeout: 1500 * time.Millisecond})
 		for r := range 2 {
 			err := errs[r]
-			if !errors.Is(err, ErrBootstrap) || !strings.Contains(err.Error(), "rank(s) 2") {
+			// Under load the other present rank may register late too:
+			// then it is named with the missing one ("rank(s) 1-2").
+			if !errors.Is(err, ErrBootstrap) || !(strings.Contains(err.Error(), "rank(s) 2 ") || strings.Contains(err.Error(), "rank(s) 1-2 ")) {
 				t.Errorf("%s: rank %d: want a bootstrap error naming rank 2, got %v", rdzv, r, err)
 				continue
 			}
