@@ -35,6 +35,11 @@ var (
 	ErrAuth = hs.ErrAuth
 	// ErrVersion means the peer speaks another protocol version.
 	ErrVersion = wire.ErrVersion
+	// ErrUndelivered is wrapped by Close's error when eager messages whose
+	// Send had returned nil were never acknowledged by the peer: the
+	// error says how many were never written and how many were written
+	// but not acknowledged (those may have arrived).
+	ErrUndelivered = errors.New("multirail: eager messages not delivered")
 )
 
 // Message is a received message.
@@ -106,6 +111,7 @@ type Conn struct {
 	shuttingDown atomic.Bool // set first thing by shutdown
 	errMu        sync.Mutex
 	err          error
+	lost         error // eager messages left unacknowledged at shutdown (ErrUndelivered); guarded by errMu
 	wg           sync.WaitGroup
 }
 
@@ -227,12 +233,37 @@ const closeLinger = 2 * time.Second
 
 // Close closes the connection. Messages already handed to the rails
 // (including eager ones whose Send has returned) are written first, for at
-// most two seconds; then the peer is told (GOAWAY) and every rail is
-// closed. Sends and Recvs still waiting return ErrClosed.
+// most two seconds; then the peer is told (GOAWAY), it acknowledges what
+// it received, and every rail is closed. Sends and Recvs still waiting
+// return ErrClosed.
+//
+// Close returns an error wrapping ErrUndelivered when eager messages
+// whose Send had returned nil were not acknowledged by the end (never
+// written, or written without an acknowledgement), also when the
+// connection had failed before Close; otherwise nil. Eager messages are
+// delivered at most once across a failure: such a message may be lost, or
+// may have arrived with its acknowledgement lost. A larger message's Send
+// itself reports whether the peer has all of it.
 func (c *Conn) Close() error {
 	c.shutdown(ErrClosed, true)
 	c.wg.Wait()
-	return nil
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	return c.lost
+}
+
+// undelivered counts the eager messages left on the rails at shutdown.
+type undelivered struct {
+	unsent, unacked           int
+	unsentBytes, unackedBytes int64
+}
+
+func (u *undelivered) err() error {
+	if u.unsent+u.unacked == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %d eager messages (%d bytes) whose Send returned nil: %d never written, %d (%d bytes) written but not acknowledged (those may have arrived)",
+		ErrUndelivered, u.unsent+u.unacked, u.unsentBytes+u.unackedBytes, u.unsent, u.unacked, u.unackedBytes)
 }
 
 // shutdown closes the connection once with err. goAway makes every
@@ -301,16 +332,37 @@ func (c *Conn) shutdown(err error, goAway bool) {
 		for _, r := range c.rails {
 			_ = r.c.Close()
 		}
+		var lost undelivered
+		var left []entry
 		for _, r := range c.rails {
 			// Segments are left to the garbage collector, not the pool: a
 			// writer may still hold them.
 			r.life.close()
 			r.down.Store(true)
 			r.ackTimer.Stop()
-			r.core.Drain(nil)
+			flying := r.core.InFlight()
+			left = r.core.Drain(left[:0])
+			for i, e := range left {
+				if e.Seg.msg != nil {
+					continue // a large message: its Send reports the failure
+				}
+				if i < flying {
+					lost.unacked++
+					lost.unackedBytes += int64(len(e.Seg.payload))
+				} else {
+					lost.unsent++
+					lost.unsentBytes += int64(len(e.Seg.payload))
+				}
+			}
 		}
 		c.broadcast()
 		c.mu.Unlock()
+		if err := lost.err(); err != nil {
+			c.errMu.Lock()
+			c.lost = err
+			c.errMu.Unlock()
+			c.log.Warn("closed with eager messages unacknowledged", "err", err)
+		}
 	})
 }
 

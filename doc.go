@@ -32,7 +32,10 @@
 // caller's buffer, and Send returns once the peer has acknowledged every
 // segment. A nil error from an eager Send therefore does not prove
 // delivery: if the connection fails while the copy is still queued, the
-// message is lost (Close, by contrast, writes what is queued first).
+// message is lost (Close, by contrast, writes what is queued first, and
+// returns ErrUndelivered naming the eager messages the peer did not
+// acknowledge). Across a failure, eager messages are delivered at most
+// once.
 //
 // Flow control bounds the receiver's memory: each side grants the other a
 // window of Config.MaxReceiveBuffer bytes, which covers messages being
@@ -85,8 +88,9 @@
 //     queued on the rails (eager messages whose Send returned included),
 //     for at most two seconds, then tells the peer on every rail (whose
 //     Recv then returns the messages already received, then io.EOF), reads
-//     until the peer has closed its ends, closes every rail and waits for
-//     the connection's goroutines. Closing a Listener does not close
+//     the peer's last acknowledgements until it has closed its ends, closes
+//     every rail and waits for the connection's goroutines; it returns
+//     ErrUndelivered if eager messages went unacknowledged. Closing a Listener does not close
 //     connections it has already handed out.
 //   - Not modify msg while Send runs. Segments of a large message are
 //     written straight from msg; if ctx is cancelled after the message was

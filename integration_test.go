@@ -689,3 +689,50 @@ func TestRejoinUnknownSession(t *testing.T) {
 		t.Fatalf("the refused rejoin left %d sessions behind", n)
 	}
 }
+
+// TestCloseReportsUndelivered: eager messages whose Send returned nil but
+// which the peer never acknowledged make Close return ErrUndelivered,
+// naming how many.
+func TestCloseReportsUndelivered(t *testing.T) {
+	a, _, links := emuPair(t, Config{}, 100e6)
+	links[0].SetDown(true) // nothing crosses, no endpoint sees an error
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := 0; i < 3; i++ {
+		if err := a.Send(ctx, 1, make([]byte, 100)); err != nil { // eager: returns once queued
+			t.Fatal(err)
+		}
+	}
+	err := a.Close()
+	if !errors.Is(err, ErrUndelivered) || !strings.Contains(err.Error(), "3 eager messages (300 bytes)") {
+		t.Fatalf("Close = %v; want ErrUndelivered naming 3 eager messages of 300 bytes", err)
+	}
+	if err2 := a.Close(); !errors.Is(err2, ErrUndelivered) {
+		t.Fatalf("second Close = %v; want the same error", err2)
+	}
+}
+
+// TestCloseAfterEagerBurst: eager messages sent right before Close are
+// acknowledged by the peer on its way out (it acknowledges what it read
+// when it reads the GOAWAY), so Close returns nil and the peer has them all.
+func TestCloseAfterEagerBurst(t *testing.T) {
+	for round := 0; round < 5; round++ {
+		a, b := pair(t, 2, Config{})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		const n = 200
+		for i := 0; i < n; i++ {
+			if err := a.Send(ctx, 1, make([]byte, 1000)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := a.Close(); err != nil {
+			t.Fatalf("round %d: Close after %d eager messages: %v", round, n, err)
+		}
+		for i := 0; i < n; i++ {
+			if _, err := b.Recv(ctx); err != nil {
+				t.Fatalf("round %d: message %d: %v", round, i, err)
+			}
+		}
+		cancel()
+	}
+}

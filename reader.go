@@ -158,7 +158,15 @@ func (c *Conn) readFrame(r *rail) error {
 			c.log.Warn("peer closed the connection: it saw a protocol violation", "rail", r.name)
 		}
 		// The peer writes GOAWAY last on every rail: this rail is done.
-		// The peer is gone once every rail is done or down.
+		// The peer is gone once every rail is done or down. It reads on
+		// until we close: acknowledge what arrived, so that its Close
+		// knows its eager messages were delivered (unless we are closing
+		// too: then our GOAWAY went out and this side writes no more).
+		if code == wire.GoAwayClose && c.goingAway.Load() == 0 {
+			r.wmu.Lock() // rdMu -> wmu: the lock order allows it
+			_, _ = c.writeBatch(r, true)
+			r.wmu.Unlock()
+		}
 		rs.done = true
 		c.mu.Lock()
 		r.life.goAway()
