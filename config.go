@@ -9,11 +9,11 @@ import (
 	"math"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/multirail/multirail/internal/reasm"
+	"github.com/multirail/multirail/internal/token"
 	"github.com/multirail/multirail/internal/wire"
 	"github.com/multirail/multirail/sched"
 )
@@ -41,8 +41,12 @@ const (
 	MaxDispatchInterval = time.Second
 )
 
-// TokenEnv is the environment variable read when Config.Token is empty.
-const TokenEnv = "MULTIRAIL_TOKEN"
+// TokenEnv is the environment variable read when Config.Token is empty;
+// TokenFileEnv names a file read when that is empty too.
+const (
+	TokenEnv     = token.Env
+	TokenFileEnv = token.FileEnv
+)
 
 // ErrConfig is wrapped by every configuration error.
 var ErrConfig = errors.New("multirail: invalid config")
@@ -83,8 +87,10 @@ type Config struct {
 	QueueDepth int
 	// Token is the shared secret both sides prove they know (HMAC-SHA256
 	// challenge-response on every rail). Empty means the value of the
-	// MULTIRAIL_TOKEN environment variable, which may be empty too (then
-	// both sides must have none).
+	// MULTIRAIL_TOKEN environment variable, or when that is empty the
+	// contents of the file MULTIRAIL_TOKEN_FILE names (refused when
+	// anyone but its owner may read it); with neither, both sides must
+	// have none. `multirail token` prints a new random one.
 	Token string
 	// MaxMessageSize is the largest message accepted, in bytes; 0 means
 	// 1 GiB. Sends of larger messages fail; a peer announcing one loses the
@@ -290,9 +296,9 @@ func (c Config) validate(dialing bool) (config, error) {
 			return config{}, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
-	tok := c.Token
-	if tok == "" {
-		tok = os.Getenv(TokenEnv)
+	tok, err := token.Resolve(c.Token)
+	if err != nil {
+		return config{}, fmt.Errorf("%w: Token: %w", ErrConfig, err)
 	}
 	return config{Config: c, token: []byte(tok)}, nil
 }

@@ -6,15 +6,17 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"github.com/multirail/multirail/sched"
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/multirail/multirail/sched"
 
 	"github.com/multirail/multirail/emu"
 	hs "github.com/multirail/multirail/internal/handshake"
@@ -734,5 +736,42 @@ func TestCloseAfterEagerBurst(t *testing.T) {
 			}
 		}
 		cancel()
+	}
+}
+
+// TestTokenFile: with no Token and no MULTIRAIL_TOKEN, the token comes from
+// the file MULTIRAIL_TOKEN_FILE names; a file others may read is refused
+// with ErrConfig naming it.
+func TestTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	good, loose := dir+"/good", dir+"/loose"
+	if err := os.WriteFile(good, []byte("from-the-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(loose, []byte("from-the-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(loose, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(TokenEnv, "")
+	t.Setenv(TokenFileEnv, loose)
+	if _, err := Listen("127.0.0.1:0", Config{}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), loose) || !strings.Contains(err.Error(), "0644") {
+		t.Fatalf("Listen with a token file others may read: %v; want ErrConfig naming it and its mode", err)
+	}
+	t.Setenv(TokenFileEnv, good)
+	ln, err := Listen("127.0.0.1:0", Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	// The dialer's explicit token matches the file's: accepted.
+	a, _ := dialAndAccept(t, ln, Config{Token: "from-the-file", Rails: []Rail{{Addr: addr}}})
+	a.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := Dial(ctx, Config{Token: "another", Rails: []Rail{{Addr: addr}}}); !errors.Is(err, ErrAuth) {
+		t.Fatalf("Dial with another token: %v, want ErrAuth", err)
 	}
 }

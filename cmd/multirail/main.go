@@ -71,7 +71,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log debug messages to stderr")
-	root.AddCommand(newBench(g), newServe(g), newSend(g), newDemo(g), newSim(g), newLab(g), newTrain(g), newRun(g), newOSU(g), newEnv(g))
+	root.AddCommand(newBench(g), newServe(g), newSend(g), newDemo(g), newSim(g), newLab(g), newTrain(g), newRun(g), newOSU(g), newEnv(g), newToken(g))
 	// Unknown subcommands and stray arguments are usage errors too.
 	root.Args = func(_ *cobra.Command, args []string) error {
 		if len(args) > 0 {

@@ -10,15 +10,17 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	tokens "github.com/multirail/multirail/internal/token"
 )
 
 // TokenEnv is the environment variable read when the token given to
-// Exchange or ServerConfig.Token is empty: the same as multirail.TokenEnv.
-const TokenEnv = "MULTIRAIL_TOKEN"
+// Exchange or ServerConfig.Token is empty: the same as multirail.TokenEnv
+// (and then, as there, the file MULTIRAIL_TOKEN_FILE names).
+const TokenEnv = tokens.Env
 
 // Card is what one rank publishes: its identity in the job and opaque
 // data (the communicator puts its host identity, data port and interfaces
@@ -112,8 +114,9 @@ const (
 // reachable). A definite refusal (wrong token, a card that disagrees with
 // the job) is a *RefusedError, returned at once.
 func Exchange(ctx context.Context, url, token string, card Card) ([][]byte, error) {
-	if token == "" {
-		token = os.Getenv(TokenEnv)
+	token, err := tokens.Resolve(token)
+	if err != nil {
+		return nil, fmt.Errorf("rdzv: %w", err)
 	}
 	if err := checkCard(card); err != nil {
 		return nil, err

@@ -10,10 +10,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"slices"
 	"sync"
 	"time"
+
+	tokens "github.com/multirail/multirail/internal/token"
 )
 
 // Defaults of ServerConfig.
@@ -146,9 +147,11 @@ func (c *ServerConfig) validate() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.Token == "" {
-		c.Token = os.Getenv(TokenEnv)
+	tok, err := tokens.Resolve(c.Token)
+	if err != nil {
+		return fmt.Errorf("rdzv: ServerConfig.Token: %w", err)
 	}
+	c.Token = tok
 	return nil
 }
 
