@@ -106,7 +106,9 @@ type Config struct {
 	// side, the time for all rails of a session to join; 0 means 10 s.
 	HandshakeTimeout time.Duration
 	// IdleTimeout drops a rail on which nothing arrived for this long;
-	// idle rails send a ping every IdleTimeout/3. 0 means 30 s.
+	// idle rails send a ping every IdleTimeout/3. A frame that takes
+	// longer to arrive is not cut while at least 64 KiB of it arrive per
+	// IdleTimeout. 0 means 30 s.
 	IdleTimeout time.Duration
 	// RailTimeout takes a rail out of service when segments sent on it
 	// have waited this long, plus four times the rail's recent

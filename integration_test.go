@@ -775,3 +775,29 @@ func TestTokenFile(t *testing.T) {
 		t.Fatalf("Dial with another token: %v, want ErrAuth", err)
 	}
 }
+
+// TestSlowFrameOutlastsIdleTimeout: a frame that takes longer than
+// IdleTimeout to cross a slow rail is not cut while its bytes keep coming
+// (the read deadline moves on); the message arrives.
+func TestSlowFrameOutlastsIdleTimeout(t *testing.T) {
+	// 1 MiB segments at 4 Mbit/s: about 2 s per frame, IdleTimeout 500 ms.
+	a, b, _ := emuPair(t, Config{SegmentSize: 1 << 20, IdleTimeout: 500 * time.Millisecond, RailTimeout: 500 * time.Millisecond}, 4e6)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	msg := bytes.Repeat([]byte{0x42}, 1<<20)
+	errc := make(chan error, 1)
+	go func() { errc <- a.Send(ctx, 1, msg) }()
+	m, err := b.Recv(ctx)
+	if err != nil {
+		t.Fatalf("Recv: %v", err)
+	}
+	if !bytes.Equal(m.Data, msg) {
+		t.Fatalf("received %d bytes, not the message", len(m.Data))
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if st := b.Stats(); st.Rails[0].Errors != 0 {
+		t.Fatalf("the rail failed %d times: %s", st.Rails[0].Errors, st.Rails[0].LastError)
+	}
+}

@@ -79,22 +79,44 @@ func (c *Conn) unpoke(r *rail) bool {
 // as errPoked only at a frame boundary (boundary and nothing read yet),
 // otherwise the read resumes so that no frame is ever cut (the caller
 // checks its context before the next frame). The caller holds r.rdMu.
+//
+// A long frame on a slow rail may take longer than IdleTimeout to arrive:
+// while at least minProgress bytes of it arrived since the deadline was
+// last set, the deadline moves on (a peer trickling a few bytes is still
+// cut off).
 func (c *Conn) read(r *rail, p []byte, boundary bool) error {
-	n := 0
+	n, mark := 0, 0 // bytes read, and read when the deadline was last set
 	for {
 		k, err := r.br.ReadFullN(p[n:])
 		n += k
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, os.ErrDeadlineExceeded) || !c.unpoke(r) {
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
 			return err
+		}
+		if !c.unpoke(r) {
+			if n-mark < minProgress {
+				return err
+			}
+			now := time.Now()
+			r.pokeMu.Lock() // a poke from now on wins: its deadline stays
+			if !r.poked {
+				_ = r.c.SetReadDeadline(now.Add(c.cfg.IdleTimeout))
+			}
+			r.pokeMu.Unlock()
+			r.rs.lastDL, mark = now, n
+			continue
 		}
 		if boundary && n == 0 && r.br.Buffered() == 0 {
 			return errPoked
 		}
 	}
 }
+
+// minProgress is how many bytes of a frame must arrive within an
+// IdleTimeout for its read deadline to be extended.
+const minProgress = 64 << 10
 
 // readFail handles a read error on r: a protocol violation closes the
 // connection, anything else takes the rail down.
