@@ -801,3 +801,56 @@ func TestSlowFrameOutlastsIdleTimeout(t *testing.T) {
 		t.Fatalf("the rail failed %d times: %s", st.Rails[0].Errors, st.Rails[0].LastError)
 	}
 }
+
+// TestSlowRailStaysUp: a rail slowed to a tenth of its rate (emulated
+// background load) while large segments are in flight on it is slow, not
+// dead: its TCP keeps acknowledging our bytes, so it is not taken down,
+// and every message arrives. (With only the ACK-progress timer it was
+// reset: a 4 MiB segment takes 3.4 s at 10 Mbit/s, more than RailTimeout
+// plus four of the ACK delays it had measured at full rate.)
+func TestSlowRailStaysUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for 4 s")
+	}
+	cfg := Config{SegmentSize: 4 << 20, RailTimeout: 200 * time.Millisecond}
+	ln, err := Listen("127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	dcfg := cfg
+	for i, loads := range [][]emu.Load{nil, {{Fraction: 0.9, At: 300 * time.Millisecond}, {Fraction: 0, At: 3300 * time.Millisecond}}} {
+		l, err := emu.NewLink(ln.Addr().String(), emu.LinkConfig{RateBps: 100e6, Loads: loads})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		dcfg.Rails = append(dcfg.Rails, Rail{Name: fmt.Sprintf("emu%d", i), Addr: l.Addr()})
+	}
+	a, b := dialAndAccept(t, ln, dcfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const size, n = 4 << 20, 10 // 40 MiB: about 4 s at 100 + 10..100 Mbit/s
+	go func() {
+		for i := 0; i < n; i++ {
+			if err := a.Send(ctx, 1, bytes.Repeat([]byte{byte(i)}, size)); err != nil {
+				return
+			}
+		}
+	}()
+	for i := 0; i < n; i++ {
+		m, err := b.Recv(ctx)
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if len(m.Data) != size || m.Data[0] != byte(i) || m.Data[size-1] != byte(i) {
+			t.Fatalf("message %d: %d bytes, wrong content", i, len(m.Data))
+		}
+		b.Release(m.Data)
+	}
+	for i, r := range a.Stats().Rails {
+		if r.Errors != 0 || r.Rejoins != 0 {
+			t.Errorf("rail %d taken down %d times (rejoined %d): %s", i, r.Errors, r.Rejoins, r.LastError)
+		}
+	}
+}

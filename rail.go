@@ -38,6 +38,7 @@ type rail struct {
 	midFrame   atomic.Bool   // the reader has read part of a frame and waits for the rest
 	quietReads uint64        // br.Reads() at the supervisor's last look (supervisor only)
 	quietSince int64         // c.now() since when br.Reads() has not changed (supervisor only)
+	tcpAcked   uint64        // the socket's TCP bytes_acked at the supervisor's last look (guarded by Conn.mu)
 	rdMu       sync.Mutex    // held by whoever reads c
 	rs         rstate        // guarded by rdMu
 	bgResume   chan struct{} // cap 1: the reader goroutine may read again

@@ -68,6 +68,12 @@ func (c *Conn) supervise() {
 			if n := r.br.Reads(); n != r.quietReads || !r.midFrame.Load() {
 				r.quietReads, r.quietSince = n, now
 			}
+			// Slow is not dead: while the rail's TCP acknowledges more of
+			// our bytes, its segments are crossing, however slowly.
+			if n, ok := hs.Acked(r.c); ok && n != r.tcpAcked {
+				r.tcpAcked = n
+				r.core.Alive(now)
+			}
 			acksLate, quiet := r.core.Stalled(now, c.cfg.RailTimeout)
 			switch {
 			case acksLate:
@@ -227,6 +233,7 @@ func (c *Conn) attach(r *rail, nc net.Conn) error {
 	now := c.now()
 	r.gen++
 	r.c = nc
+	r.tcpAcked = 0
 	r.br = hs.NewReader(nc, 64<<10)
 	r.w = wstate{}
 	r.rs = rstate{}

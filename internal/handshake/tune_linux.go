@@ -33,3 +33,24 @@ func SetNotSent(c net.Conn, notSent int) {
 		_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, notSent)
 	})
 }
+
+// Acked returns how many bytes of ours the peer's TCP has acknowledged on
+// c (TCP_INFO's bytes_acked), and false when c is not a TCP socket or the
+// kernel does not say: a rail whose count grows is alive, however slow.
+func Acked(c net.Conn) (uint64, bool) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return 0, false
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var info *unix.TCPInfo
+	if err := raw.Control(func(fd uintptr) {
+		info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+	}); err != nil || info == nil {
+		return 0, false
+	}
+	return info.Bytes_acked, true
+}

@@ -308,6 +308,15 @@ func (r *Rail[T]) Stalled(now int64, timeout time.Duration) (bool, time.Duration
 	return r.inflight.Len() > 0 && quiet > r.StallLimit(timeout), time.Duration(quiet)
 }
 
+// Alive records at time now that the rail's connection showed progress
+// below the protocol (its TCP acknowledged more of our bytes): a slow
+// rail, not a dead one. The stall test then counts from now.
+func (r *Rail[T]) Alive(now int64) {
+	if r.inflight.Len() > 0 {
+		r.progressAt = now
+	}
+}
+
 // Drain empties the rail: it appends the segments in flight, then the
 // queued ones, to dst (oldest first in each) and returns it. The
 // estimators are kept.
