@@ -1238,6 +1238,20 @@ func (p *helperProc) stop() error {
 	return p.err
 }
 
+// startMeasuredHelper starts the receiver in a child process and returns
+// it, its address and its RSS (KiB) once it is ready.
+func startMeasuredHelper(t *testing.T) (*helperProc, string, int64) {
+	t.Helper()
+	child := startHelper(t)
+	addr := child.expect(t, "addr ")
+	child.expect(t, "ready")
+	rss, err := procStatusKB(child.cmd.Process.Pid, "VmRSS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return child, addr, rss
+}
+
 // procStatusKB reads a "Vm...:  N kB" field of /proc/<pid>/status.
 func procStatusKB(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -1278,14 +1292,8 @@ func raceEnabled() bool {
 // receive buffers plus a per-connection allowance.
 func TestHostileMemoryBound(t *testing.T) {
 	ensureFDs(t, 2*floodConns+512)
-	child := startHelper(t)
-	addr := child.expect(t, "addr ")
-	child.expect(t, "ready")
+	child, addr, baseline := startMeasuredHelper(t)
 	pid := child.cmd.Process.Pid
-	baseline, err := procStatusKB(pid, "VmRSS")
-	if err != nil {
-		t.Fatal(err)
-	}
 	sink := child.logs
 
 	// The legitimate session: two rails from 127.0.0.1.
@@ -1484,14 +1492,8 @@ func TestHostileMemoryBound(t *testing.T) {
 // receive buffers once had a 4 KiB floor (16 times that; the security
 // review's F2).
 func TestHostileTinyMessages(t *testing.T) {
-	child := startHelper(t)
-	addr := child.expect(t, "addr ")
-	child.expect(t, "ready")
+	child, addr, baseline := startMeasuredHelper(t)
 	pid := child.cmd.Process.Pid
-	baseline, err := procStatusKB(pid, "VmRSS")
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := hostileHello(0x20)
 	c, err := rawHandshake(addr, rssToken, h)
 	if err != nil {
