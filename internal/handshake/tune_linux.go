@@ -25,13 +25,18 @@ func SetNotSent(c net.Conn, notSent int) {
 	if !ok {
 		return
 	}
+	control(tc, func(fd int) {
+		_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, notSent)
+	})
+}
+
+// control runs fn on tc's file descriptor and reports whether it ran.
+func control(tc *net.TCPConn, fn func(fd int)) bool {
 	raw, err := tc.SyscallConn()
 	if err != nil {
-		return
+		return false
 	}
-	_ = raw.Control(func(fd uintptr) {
-		_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, notSent)
-	})
+	return raw.Control(func(fd uintptr) { fn(int(fd)) }) == nil
 }
 
 // Acked returns how many bytes of ours the peer's TCP has acknowledged on
@@ -42,14 +47,8 @@ func Acked(c net.Conn) (uint64, bool) {
 	if !ok {
 		return 0, false
 	}
-	raw, err := tc.SyscallConn()
-	if err != nil {
-		return 0, false
-	}
 	var info *unix.TCPInfo
-	if err := raw.Control(func(fd uintptr) {
-		info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-	}); err != nil || info == nil {
+	if !control(tc, func(fd int) { info, _ = unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO) }) || info == nil {
 		return 0, false
 	}
 	return info.Bytes_acked, true

@@ -133,6 +133,26 @@ func TestAckDelayAndStall(t *testing.T) {
 	}
 }
 
+// TestAlive: progress seen below the protocol restarts the stall clock of
+// a rail with segments in flight, and does nothing to an idle one.
+func TestAlive(t *testing.T) {
+	r := mustNew(t, Config{})
+	const timeout = time.Second
+	r.Alive(int64(10 * time.Second)) // idle: nothing to restart
+	r.Push(0, 1, 100)
+	r.Take(0)
+	if s, _ := r.Stalled(int64(5*timeout), timeout); !s {
+		t.Fatal("not stalled after 5 timeouts without progress")
+	}
+	r.Alive(int64(4 * timeout))
+	if s, q := r.Stalled(int64(5*timeout), timeout); s || q != timeout {
+		t.Fatalf("stalled=%v quiet=%v after progress 1 s ago; want not stalled, quiet 1s", s, q)
+	}
+	if s, _ := r.Stalled(int64(9*timeout), timeout); !s {
+		t.Fatal("not stalled 5 timeouts after the last progress")
+	}
+}
+
 func TestAckRange(t *testing.T) {
 	r := mustNew(t, Config{})
 	r.Push(0, 1, 10)
