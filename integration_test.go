@@ -192,9 +192,13 @@ func TestRailFailure(t *testing.T) {
 // on the others, the receiver drops what it already has, and every message
 // arrives whole, once, in order.
 func TestRailFailureSpans(t *testing.T) {
-	old := spanMinRate
+	old, oldTime := spanMinRate, spanTime
 	spanMinRate = 0 // every rail with a measured rate gets spans
-	t.Cleanup(func() { spanMinRate = old })
+	// Ten times the span time: spans of several segments from 13 Mbit/s
+	// of measured rate on, so that a loaded machine (-race, 2 cores) still
+	// measures enough for them.
+	spanTime = 5 * time.Millisecond
+	t.Cleanup(func() { spanMinRate, spanTime = old, oldTime })
 	a, b, links := emuPair(t, Config{SegmentSize: 4 << 10, QueueDepth: 8}, 300e6, 300e6, 300e6)
 	// Long enough for the rails' rates to be measured (spans need them)
 	// well before the break halfway.

@@ -296,7 +296,7 @@ func (c *Conn) railLocked(size int) (*rail, error) {
 // spanTime is about how long a frame of a large message takes on its rail:
 // on fast rails a frame spans several segments (up to wire.MaxPayload),
 // so that the bytes take fewer frames, writes and reads.
-const spanTime = 500 * time.Microsecond
+var spanTime = 500 * time.Microsecond // a variable for tests, like spanMinRate
 
 // spanMinRate is the measured drain rate (bits/s) below which a rail gets
 // single segments whatever the segment size: spans are for fast rails, and
