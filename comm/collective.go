@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"reflect"
 	"time"
 
+	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/comm/internal/coll"
 )
 
@@ -243,8 +246,10 @@ func (c *Comm) failColl(call *collCall, err error) error {
 	w := c.w
 	var ne *noticeError
 	if errors.As(err, &ne) {
+		c.relayNotice(call, ne)
 		return c.collErr(call, err)
 	}
+	c.awaitPeerEnd(err)
 	w.mu.Lock()
 	already := c.cs.collErr
 	if already == nil {
@@ -273,6 +278,58 @@ func (c *Comm) failColl(call *collCall, err error) error {
 		w.sendNoticeReason(c.ranks, c.id, h.seq, culprit, h.coll, reason, msg)
 	}
 	return err
+}
+
+// relayNotice passes another rank's failure report on to the members
+// other than its sender and culprit, before this rank returns the error
+// (and perhaps closes): a rank whose call then fails because this one
+// closed its connection finds the report ahead of the close on that
+// connection (see awaitPeerEnd) and names the rank at fault, not this one.
+func (c *Comm) relayNotice(call *collCall, ne *noticeError) {
+	w := c.w
+	w.mu.Lock()
+	relay := !c.cs.relayed && !w.closed
+	c.cs.relayed = true
+	w.mu.Unlock()
+	if !relay {
+		return
+	}
+	members := make([]int, 0, len(c.ranks))
+	for _, r := range c.ranks {
+		if r != ne.from && r != ne.culprit {
+			members = append(members, r)
+		}
+	}
+	w.sendNoticeReason(members, c.id, ne.seq, ne.culprit, call.h.coll, ne.reason, ne.msg)
+}
+
+// peerEndWait bounds how long a failed collective waits for the
+// connection of the rank it failed on to deliver what it sent before it
+// ended.
+const peerEndWait = 2 * time.Second
+
+// awaitPeerEnd: when err says that a rank's connection ended, wait (at
+// most peerEndWait) until this rank has read everything that connection
+// delivered: a failure report sent ahead of the close then poisons the
+// communicator first, and the call reports the rank named in it.
+func (c *Comm) awaitPeerEnd(err error) {
+	var pe *PeerError
+	if !errors.As(err, &pe) || pe.Rank < 0 || pe.Rank >= len(c.ranks) {
+		return
+	}
+	if !errors.Is(err, net.ErrClosed) && !errors.Is(err, multirail.ErrAllRailsDown) && !errors.Is(err, io.EOF) && !errors.Is(err, errPeerGone) {
+		return
+	}
+	p := c.w.peers[c.ranks[pe.Rank]]
+	if p == nil {
+		return
+	}
+	t := time.NewTimer(peerEndWait)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+	}
 }
 
 // collErr turns a stored failure into the error of call.

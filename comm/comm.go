@@ -462,6 +462,9 @@ func (w *world) notice(p *peer, h header, payload []byte) {
 	cs.failCollLocked(&noticeError{from: p.rank, culprit: culprit, seq: h.seq, reason: h.dtype, msg: string(payload)}, false)
 }
 
+// errPeerGone is why a connection ended that the peer closed.
+var errPeerGone = errors.New("connection closed by the peer")
+
 // noticeError is a collective failure reported by another rank.
 type noticeError struct {
 	from, culprit int // world ranks
@@ -480,7 +483,7 @@ func (w *world) peerDone(p *peer, err error) {
 	if p.err == nil {
 		switch {
 		case err == nil, errors.Is(err, io.EOF):
-			err = fmt.Errorf("connection closed by the peer")
+			err = errPeerGone
 		case errors.Is(err, context.Canceled) && closing:
 			err = ErrClosed
 		}

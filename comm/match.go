@@ -31,6 +31,7 @@ type ctxState struct {
 	cur      *collCall     // the collective call in progress here, if any
 	collErr  error         // set: every collective fails with it
 	collFail chan struct{} // closed when collErr is set
+	relayed  bool          // this rank passed a failure report on
 }
 
 type collKey struct {
