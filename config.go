@@ -85,8 +85,10 @@ type Config struct {
 	// QueueDepth is each rail's send-queue capacity in segments
 	// (queue_max), 1..65536; 0 means 16.
 	QueueDepth int
-	// Token is the shared secret both sides prove they know (HMAC-SHA256
-	// challenge-response on every rail). Empty means the value of the
+	// Token is the shared secret both sides prove they know: the
+	// pre-shared key of a Noise handshake (Noise_NNpsk0, see
+	// docs/wire.md) that opens a session and derives its keys. Empty
+	// means the value of the
 	// MULTIRAIL_TOKEN environment variable, or when that is empty the
 	// contents of the file MULTIRAIL_TOKEN_FILE names (refused when
 	// anyone but its owner may read it); with neither, both sides must
@@ -133,6 +135,13 @@ type Config struct {
 	// Checksum adds a CRC32C of every segment's payload, checked by the
 	// receiver (TCP's own checksum is weak; costs CPU).
 	Checksum bool
+	// Plaintext sends frames in clear after the handshake, for fabrics the
+	// job trusts: faster, but an on-path attacker can then read the data,
+	// alter it, forge acknowledgements and end sessions (README,
+	// "Security"). The handshake is authenticated either way. Frames are
+	// in clear only when both sides set it; otherwise every frame is
+	// sealed (AES-256-GCM under per-rail keys from the handshake).
+	Plaintext bool
 	// Seed seeds the scheduler's random source.
 	Seed uint64
 	// MaxHandshakes bounds the handshakes a Listener runs at once; more

@@ -55,6 +55,10 @@ type Conn struct {
 	cfg     config
 	log     *slog.Logger
 	session [16]byte
+	key     [32]byte // the session key: rails that rejoin prove they know it
+	// plaintext: both sides chose frames in clear (Config.Plaintext);
+	// otherwise every frame is sealed with its rail's keys.
+	plaintext bool
 	sid     uint64
 	start   time.Time
 	rails   []*rail
@@ -126,12 +130,12 @@ type peerParams struct {
 type connHooks struct {
 	// redial opens and authenticates a new connection for rail idx of the
 	// session (dialing side only; nil on the accepting side).
-	redial func(ctx context.Context, idx int) (net.Conn, error)
+	redial func(ctx context.Context, idx int) (net.Conn, *hs.Keys, error)
 	// onClose runs once when the connection shuts down.
 	onClose func()
 }
 
-func newConn(cfg config, session [16]byte, rails []railInit, peer peerParams, sch sched.Scheduler, hooks connHooks) (*Conn, error) {
+func newConn(cfg config, session [16]byte, key [32]byte, rails []railInit, peer peerParams, sch sched.Scheduler, hooks connHooks) (*Conn, error) {
 	re, err := reasm.New(reasm.Config{SegmentSize: peer.seg, MaxMessage: cfg.MaxMessageSize, Window: uint64(cfg.MaxReceiveBuffer), Alloc: allocRecv})
 	if err != nil {
 		return nil, err
@@ -139,6 +143,8 @@ func newConn(cfg config, session [16]byte, rails []railInit, peer peerParams, sc
 	c := &Conn{
 		cfg:        cfg,
 		session:    session,
+		key:        key,
+		plaintext:  len(rails) > 0 && rails[0].keys != nil && rails[0].keys.Plaintext,
 		sid:        sessionID(session),
 		start:      time.Now(),
 		peerMax:    peer.maxMsg,
@@ -161,6 +167,7 @@ func newConn(cfg config, session [16]byte, rails []railInit, peer peerParams, sc
 	for i, ri := range rails {
 		r := &rail{idx: i, name: ri.name, nominal: ri.nominal, c: ri.c, life: lifecycle{phase: phaseUp},
 			br: hs.NewReader(ri.c, 64<<10), wake: make(chan struct{}, 1), goneAway: make(chan struct{}), readerDone: make(chan struct{}), bgResume: make(chan struct{}, 1)}
+		r.setKeys(ri.keys)
 		r.notSent = notSentFor(0, cfg.SegmentSize)
 		hs.Tune(ri.c, r.notSent)
 		core, err := sender.New[*segment](sender.Config{QueueDepth: cfg.QueueDepth, SegmentSize: cfg.SegmentSize,

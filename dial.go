@@ -41,18 +41,24 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 	type result struct {
 		conn net.Conn
 		ch   wire.Challenge
+		keys *hs.Keys
 		err  error
 	}
 	results := make([]result, len(c.Rails))
-	var wg sync.WaitGroup
-	for i, r := range c.Rails {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i].conn, results[i].ch, results[i].err = dialRail(ctx, c, r, i, session, deadline, 0)
-		}()
+	// The first rail's handshake, under the token, yields the session
+	// key; the other rails then join under that key, all at once.
+	first := &results[0]
+	first.conn, first.ch, first.keys, first.err = dialRail(ctx, c, c.Rails[0], 0, session, deadline, c.helloFlags(0), hs.TokenKey(c.token))
+	if first.err == nil {
+		var wg sync.WaitGroup
+		for i := 1; i < len(c.Rails); i++ {
+			wg.Go(func() {
+				res := &results[i]
+				res.conn, res.ch, res.keys, res.err = dialRail(ctx, c, c.Rails[i], i, session, deadline, c.helloFlags(wire.HelloJoin), first.keys.Session)
+			})
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	var firstErr error
 	for i, res := range results {
 		if res.err != nil && firstErr == nil {
@@ -60,11 +66,30 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 		}
 	}
 	if firstErr == nil {
-		seg := results[0].ch.SegmentSize
-		win := results[0].ch.Window
+		ch0 := results[0].ch
 		for i, res := range results {
-			if res.ch.SegmentSize != seg || res.ch.Window != win || res.ch.MaxMessage != results[0].ch.MaxMessage {
+			if res.ch != ch0 || res.keys.Plaintext != first.keys.Plaintext {
 				firstErr = &RailError{Rail: c.Rails[i].Name, Err: fmt.Errorf("%w: parameters differ between rails", wire.ErrMalformed)}
+			}
+		}
+	}
+	if firstErr == nil {
+		// The acceptor welcomes every rail once all have joined.
+		var wg sync.WaitGroup
+		for i := range results {
+			wg.Go(func() {
+				res := &results[i]
+				stop := context.AfterFunc(ctx, func() { _ = res.conn.SetDeadline(time.Unix(1, 0)) })
+				res.err = hs.WaitWelcome(res.conn, res.keys, deadline)
+				if !stop() && ctx.Err() != nil {
+					res.err = ctx.Err()
+				}
+			})
+		}
+		wg.Wait()
+		for i, res := range results {
+			if res.err != nil && firstErr == nil {
+				firstErr = &RailError{Rail: c.Rails[i].Name, Err: res.err}
 			}
 		}
 	}
@@ -82,27 +107,44 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 	}
 	inits := make([]railInit, len(c.Rails))
 	for i, r := range c.Rails {
-		inits[i] = railInit{c: results[i].conn, name: r.Name, nominal: r.Bandwidth}
+		inits[i] = railInit{c: results[i].conn, name: r.Name, nominal: r.Bandwidth, keys: results[i].keys}
 	}
 	ch := results[0].ch
+	key := first.keys.Session
 	peer := peerParams{seg: int(ch.SegmentSize), window: ch.Window, maxMsg: ch.MaxMessage}
-	redial := func(ctx context.Context, idx int) (net.Conn, error) {
-		conn, ch, err := dialRail(ctx, c, c.Rails[idx], idx, session, time.Now().Add(c.HandshakeTimeout), wire.HelloRejoin)
+	redial := func(ctx context.Context, idx int) (net.Conn, *hs.Keys, error) {
+		deadline := time.Now().Add(c.HandshakeTimeout)
+		conn, rch, keys, err := dialRail(ctx, c, c.Rails[idx], idx, session, deadline, c.helloFlags(wire.HelloRejoin), key)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if int(ch.SegmentSize) != peer.seg || ch.Window != peer.window || ch.MaxMessage != peer.maxMsg {
+		if rch != ch || keys.Plaintext != first.keys.Plaintext {
 			_ = conn.Close()
-			return nil, fmt.Errorf("%w: the peer's parameters changed", wire.ErrMalformed)
+			return nil, nil, fmt.Errorf("%w: the peer's parameters changed", wire.ErrMalformed)
 		}
-		return conn, nil
+		if err := hs.WaitWelcome(conn, keys, deadline); err != nil {
+			_ = conn.Close()
+			return nil, nil, err
+		}
+		return conn, keys, nil
 	}
-	return newConn(c, session, inits, peer, sch, connHooks{redial: redial})
+	return newConn(c, session, key, inits, peer, sch, connHooks{redial: redial})
+}
+
+// helloFlags adds HelloPlaintext to flags when the configuration asks for
+// frames in clear.
+func (c config) helloFlags(flags uint8) uint8 {
+	if c.Plaintext {
+		flags |= wire.HelloPlaintext
+	}
+	return flags
 }
 
 // dialRail opens rail idx of the session and runs the dialing side of its
-// handshake; flags is 0 for a new session or wire.HelloRejoin.
-func dialRail(ctx context.Context, c config, r Rail, idx int, session [16]byte, deadline time.Time, flags uint8) (net.Conn, wire.Challenge, error) {
+// handshake up to its AUTH, under the pre-shared key psk; flags holds
+// wire.HelloJoin or wire.HelloRejoin for a rail other than a new session's
+// first.
+func dialRail(ctx context.Context, c config, r Rail, idx int, session [16]byte, deadline time.Time, flags uint8, psk [32]byte) (net.Conn, wire.Challenge, *hs.Keys, error) {
 	connectBy := deadline
 	if flags&wire.HelloRejoin != 0 {
 		connectBy = time.Now().Add(min(rejoinConnectTimeout, c.HandshakeTimeout))
@@ -121,24 +163,23 @@ func dialRail(ctx context.Context, c config, r Rail, idx int, session [16]byte, 
 	}
 	cancel()
 	if err != nil {
-		return nil, wire.Challenge{}, err
+		return nil, wire.Challenge{}, nil, err
 	}
 	hello := wire.Hello{
 		Version: wire.Version, Flags: flags, Rail: uint16(idx), Rails: uint16(len(c.Rails)), Session: session,
 		SegmentSize: uint32(c.SegmentSize), Window: uint64(c.MaxReceiveBuffer), MaxMessage: uint64(c.MaxMessageSize),
 	}
-	_, _ = rand.Read(hello.Nonce[:])
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	ch, err := hs.Dial(conn, hello, c.token, deadline)
+	ch, keys, err := hs.Dial(conn, hello, psk, deadline)
 	stop()
 	if err != nil {
 		_ = conn.Close()
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
-		return nil, ch, err
+		return nil, ch, nil, err
 	}
-	return conn, ch, nil
+	return conn, ch, keys, nil
 }
 
 // Listener accepts multi-rail connections. Every rail of a peer's
@@ -160,10 +201,13 @@ type Listener struct {
 
 // pending is a session whose rails are still joining.
 type pending struct {
-	rails []net.Conn
-	hello wire.Hello
-	n     int
-	timer *time.Timer
+	rails     []net.Conn
+	keys      []*hs.Keys
+	hello     wire.Hello // its first rail's
+	key       [32]byte   // the session key
+	plaintext bool
+	n         int
+	timer     *time.Timer
 }
 
 // Listen listens for multi-rail connections on the TCP address addr
@@ -324,21 +368,119 @@ func hostKey(a net.Addr) netip.Addr {
 func (l *Listener) handshake(conn net.Conn) {
 	log := l.cfg.Logger
 	ch := wire.Challenge{SegmentSize: uint32(l.cfg.SegmentSize), Window: uint64(l.cfg.MaxReceiveBuffer), MaxMessage: uint64(l.cfg.MaxMessageSize)}
-	_, _ = rand.Read(ch.Nonce[:])
 	stop := context.AfterFunc(doneCtx{l.done}, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	hello, err := hs.Accept(conn, l.cfg.token, ch, time.Now().Add(l.cfg.HandshakeTimeout))
+	var created *pending
+	a := hs.Acceptor{
+		Key:       func(h wire.Hello) ([32]byte, error) { return l.keyFor(conn, h) },
+		Plaintext: l.cfg.Plaintext,
+		Keyed: func(h wire.Hello, k *hs.Keys) (err error) {
+			created, err = l.keyed(conn, h, k)
+			return err
+		},
+	}
+	hello, keys, err := hs.Accept(conn, a, ch, time.Now().Add(l.cfg.HandshakeTimeout))
 	if err != nil {
+		if created != nil {
+			// A first rail that did not complete (a recorded HELLO
+			// replayed, say) leaves no session behind.
+			l.mu.Lock()
+			if l.sessions[hello.Session] == created && created.n == 0 {
+				l.dropLocked(hello.Session, created)
+			}
+			l.mu.Unlock()
+		}
 		log.Warn("handshake failed; connection closed", "peer", conn.RemoteAddr(), "err", err)
 		_ = conn.Close()
 		return
 	}
-	l.join(conn, hello)
+	l.join(conn, hello, keys)
+}
+
+// keyFor picks the pre-shared key of a rail's handshake from its HELLO's
+// clear part: the token's for a new session; for a rail that joins or
+// rejoins, the key of the session it names, which must be joining or
+// open.
+func (l *Listener) keyFor(conn net.Conn, h wire.Hello) ([32]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.closed:
+		return [32]byte{}, ErrClosed
+	case h.Flags&wire.HelloRejoin != 0:
+		if c := l.live[h.Session]; c != nil {
+			return c.key, nil
+		}
+		return [32]byte{}, &hs.RejectedError{Code: wire.RejectSession, Reason: "no open session with this id"}
+	case h.Flags&wire.HelloJoin != 0:
+		if p := l.sessions[h.Session]; p != nil {
+			return p.key, nil
+		}
+		return [32]byte{}, &hs.RejectedError{Code: wire.RejectSession, Reason: "no session joining with this id"}
+	}
+	if err := l.newSessionLocked(conn, h); err != nil {
+		return [32]byte{}, err
+	}
+	return hs.TokenKey(l.cfg.token), nil
+}
+
+// newSessionLocked refuses a new session whose id is in use or that
+// would exceed MaxSessions. Caller holds l.mu.
+func (l *Listener) newSessionLocked(conn net.Conn, h wire.Hello) error {
+	log := l.cfg.Logger
+	if _, inUse := l.live[h.Session]; inUse || l.sessions[h.Session] != nil {
+		// Session ids are random (128 bits): a new session with the id of
+		// one joining or open is a replay or a token holder trying to
+		// take its place.
+		log.Warn("new session with the id of an open one; connection closed", "peer", conn.RemoteAddr(), "session", fmt.Sprintf("%x", h.Session[:4]))
+		return &hs.RejectedError{Code: wire.RejectSession, Reason: "session id in use"}
+	}
+	if n := len(l.live) + len(l.sessions); n >= l.cfg.MaxSessions {
+		log.Warn("session limit reached; new session refused", "peer", conn.RemoteAddr(), "sessions", n, "max", l.cfg.MaxSessions)
+		return &hs.RejectedError{Code: wire.RejectBusy, Reason: fmt.Sprintf("%d sessions open, the listener's limit (MaxSessions)", n)}
+	}
+	return nil
+}
+
+// keyed registers a new session's key once its first rail's handshake
+// derived it, so that the session's other rails can join under it. It
+// returns the session it created (nil for a join or rejoin).
+func (l *Listener) keyed(conn net.Conn, h wire.Hello, k *hs.Keys) (*pending, error) {
+	if h.Flags&(wire.HelloJoin|wire.HelloRejoin) != 0 {
+		return nil, nil
+	}
+	if h.Rail != 0 {
+		return nil, &hs.RejectedError{Code: wire.RejectProtocol, Reason: fmt.Sprintf("a new session starts with rail 0, not %d", h.Rail)}
+	}
+	if int(h.Rails) > MaxRails {
+		return nil, &hs.RejectedError{Code: wire.RejectProtocol, Reason: fmt.Sprintf("%d rails announced, at most %d allowed", h.Rails, MaxRails)}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, ErrClosed
+	}
+	if err := l.newSessionLocked(conn, h); err != nil {
+		return nil, err
+	}
+	p := &pending{rails: make([]net.Conn, h.Rails), keys: make([]*hs.Keys, h.Rails), hello: h, key: k.Session, plaintext: k.Plaintext}
+	l.sessions[h.Session] = p
+	id := h.Session
+	log := l.cfg.Logger
+	p.timer = time.AfterFunc(l.cfg.HandshakeTimeout, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.sessions[id] == p {
+			log.Warn("session incomplete after the handshake timeout; dropped", "joined", p.n, "rails", len(p.rails))
+			l.dropLocked(id, p)
+		}
+	})
+	return p, nil
 }
 
 // join adds an authenticated rail to its session; the last rail completes
 // the session and hands the connection to Accept.
-func (l *Listener) join(conn net.Conn, h wire.Hello) {
+func (l *Listener) join(conn net.Conn, h wire.Hello, keys *hs.Keys) {
 	log := l.cfg.Logger
 	l.mu.Lock()
 	if l.closed {
@@ -346,51 +488,22 @@ func (l *Listener) join(conn net.Conn, h wire.Hello) {
 		_ = conn.Close()
 		return
 	}
-	if int(h.Rails) > MaxRails {
-		l.mu.Unlock()
-		log.Warn("too many rails announced; connection closed", "peer", conn.RemoteAddr(), "rails", h.Rails, "max", MaxRails)
-		hs.Reject(conn, wire.RejectProtocol, fmt.Sprintf("%d rails announced, at most %d allowed", h.Rails, MaxRails))
-		_ = conn.Close()
-		return
-	}
 	if h.Flags&wire.HelloRejoin != 0 {
 		c := l.live[h.Session]
 		l.mu.Unlock()
-		l.rejoin(conn, h, c)
-		return
-	}
-	if _, inUse := l.live[h.Session]; inUse {
-		// Session ids are random (128 bits): a new session with the id of
-		// an open one is a token holder trying to take its place.
-		l.mu.Unlock()
-		log.Warn("new session with the id of an open one; connection closed", "peer", conn.RemoteAddr(), "session", fmt.Sprintf("%x", h.Session[:4]))
-		hs.Reject(conn, wire.RejectSession, "session id in use")
-		_ = conn.Close()
+		l.rejoin(conn, h, keys, c)
 		return
 	}
 	p := l.sessions[h.Session]
-	if p == nil && len(l.live)+len(l.sessions) >= l.cfg.MaxSessions {
-		n := len(l.live) + len(l.sessions)
+	if p == nil {
 		l.mu.Unlock()
-		log.Warn("session limit reached; new session refused", "peer", conn.RemoteAddr(), "sessions", n, "max", l.cfg.MaxSessions)
-		hs.Reject(conn, wire.RejectBusy, fmt.Sprintf("%d sessions open, the listener's limit (MaxSessions)", n))
+		log.Warn("rail of a session no longer joining; connection closed", "peer", conn.RemoteAddr(), "rail", h.Rail)
+		hs.Reject(conn, wire.RejectSession, "session no longer joining")
 		_ = conn.Close()
 		return
 	}
-	if p == nil {
-		p = &pending{rails: make([]net.Conn, h.Rails), hello: h}
-		l.sessions[h.Session] = p
-		id := h.Session
-		p.timer = time.AfterFunc(l.cfg.HandshakeTimeout, func() {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			if l.sessions[id] == p {
-				log.Warn("session incomplete after the handshake timeout; dropped", "joined", p.n, "rails", len(p.rails))
-				l.dropLocked(id, p)
-			}
-		})
-	}
-	if h.Rails != p.hello.Rails || h.SegmentSize != p.hello.SegmentSize || h.Window != p.hello.Window || h.MaxMessage != p.hello.MaxMessage || p.rails[h.Rail] != nil {
+	if h.Rails != p.hello.Rails || h.SegmentSize != p.hello.SegmentSize || h.Window != p.hello.Window || h.MaxMessage != p.hello.MaxMessage ||
+		p.rails[h.Rail] != nil || keys.Plaintext != p.plaintext {
 		l.mu.Unlock()
 		log.Warn("rail inconsistent with its session; connection closed", "peer", conn.RemoteAddr(), "rail", h.Rail)
 		hs.Reject(conn, wire.RejectSession, "rail inconsistent with its session")
@@ -398,6 +511,7 @@ func (l *Listener) join(conn net.Conn, h wire.Hello) {
 		return
 	}
 	p.rails[h.Rail] = conn
+	p.keys[h.Rail] = keys
 	p.n++
 	if p.n < len(p.rails) {
 		l.mu.Unlock()
@@ -419,7 +533,7 @@ func (l *Listener) join(conn net.Conn, h wire.Hello) {
 	deadline := time.Now().Add(l.cfg.HandshakeTimeout)
 	inits := make([]railInit, len(p.rails))
 	for i, rc := range p.rails {
-		inits[i] = railInit{c: rc, name: rc.RemoteAddr().String()}
+		inits[i] = railInit{c: rc, name: rc.RemoteAddr().String(), keys: p.keys[i]}
 		if i < len(l.cfg.Rails) {
 			inits[i].nominal = l.cfg.Rails[i].Bandwidth
 			if l.cfg.Rails[i].Name != "" {
@@ -432,8 +546,8 @@ func (l *Listener) join(conn net.Conn, h wire.Hello) {
 		log.Warn("scheduler unusable for the reverse direction; using the default", "scheduler", l.cfg.Scheduler, "default", DefaultScheduler, "err", err)
 		sch, _ = sched.New(DefaultScheduler, sched.Config{Rails: len(p.rails), Seed: l.cfg.Seed})
 	}
-	for _, rc := range p.rails {
-		if err := hs.Welcome(rc, deadline); err != nil {
+	for i, rc := range p.rails {
+		if err := hs.Welcome(rc, p.keys[i], deadline); err != nil {
 			log.Warn("welcome failed; session dropped", "err", err)
 			for _, rc := range p.rails {
 				_ = rc.Close()
@@ -447,7 +561,7 @@ func (l *Listener) join(conn net.Conn, h wire.Hello) {
 		delete(l.live, id)
 		l.mu.Unlock()
 	}
-	c, err := newConn(l.cfg, h.Session, inits, peerParams{seg: int(h.SegmentSize), window: h.Window, maxMsg: h.MaxMessage}, sch, connHooks{onClose: forget})
+	c, err := newConn(l.cfg, h.Session, p.key, inits, peerParams{seg: int(h.SegmentSize), window: h.Window, maxMsg: h.MaxMessage}, sch, connHooks{onClose: forget})
 	if err != nil {
 		log.Warn("session dropped", "err", err)
 		for _, rc := range p.rails {
@@ -475,7 +589,7 @@ func (l *Listener) join(conn net.Conn, h wire.Hello) {
 
 // rejoin hands an authenticated connection that asks to replace a failed
 // rail to the open connection c of its session (nil if there is none).
-func (l *Listener) rejoin(conn net.Conn, h wire.Hello, c *Conn) {
+func (l *Listener) rejoin(conn net.Conn, h wire.Hello, keys *hs.Keys, c *Conn) {
 	log := l.cfg.Logger
 	why := ""
 	switch {
@@ -483,7 +597,7 @@ func (l *Listener) rejoin(conn net.Conn, h wire.Hello, c *Conn) {
 		why = "no open session with this id"
 	case len(c.rails) < 2:
 		why = "a single-rail session cannot replace its rail"
-	case int(h.Rails) != len(c.rails) || int(h.SegmentSize) != c.peer.seg || h.Window != c.peer.window || h.MaxMessage != c.peer.maxMsg:
+	case int(h.Rails) != len(c.rails) || int(h.SegmentSize) != c.peer.seg || h.Window != c.peer.window || h.MaxMessage != c.peer.maxMsg || keys.Plaintext != c.plaintext:
 		why = "rail inconsistent with its session"
 	}
 	if why != "" {
@@ -492,13 +606,13 @@ func (l *Listener) rejoin(conn net.Conn, h wire.Hello, c *Conn) {
 		_ = conn.Close()
 		return
 	}
-	if err := hs.Welcome(conn, time.Now().Add(l.cfg.HandshakeTimeout)); err != nil {
+	if err := hs.Welcome(conn, keys, time.Now().Add(l.cfg.HandshakeTimeout)); err != nil {
 		log.Warn("welcome failed; rejoining rail closed", "peer", conn.RemoteAddr(), "rail", h.Rail, "err", err)
 		_ = conn.Close()
 		return
 	}
 	r := c.rails[h.Rail]
-	if err := c.attach(r, conn); err != nil {
+	if err := c.attach(r, conn, keys); err != nil {
 		log.Warn("rail rejoin failed; connection closed", "peer", conn.RemoteAddr(), "rail", h.Rail, "err", err)
 		_ = conn.Close()
 		return

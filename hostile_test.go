@@ -352,6 +352,7 @@ func hostileListener(t *testing.T, cfg Config) (*Listener, *logSink) {
 	t.Helper()
 	sink := newLogSink()
 	cfg.Logger = sink.logger()
+	cfg.Plaintext = true // the raw peers write their frames in clear (rawHandshake)
 	ln, err := Listen("127.0.0.1:0", cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -381,8 +382,14 @@ func legitOverEmu(t *testing.T, ln *Listener, cfg Config, rates ...float64) (dia
 func hostileHello(id byte) wire.Hello {
 	h := wire.Hello{Version: wire.Version, Rails: 1, SegmentSize: 64 << 10, Window: 1 << 20, MaxMessage: 1 << 20}
 	h.Session = [16]byte{0xba, 0xd0, 0, id, 1, 2, 3}
-	h.Nonce = [16]byte{id, 9, 9, 9}
+	h.Flags = wire.HelloPlaintext
 	return h
+}
+
+// helloFrame is a HELLO frame for h whose Noise message is zeros: enough
+// for attacks that never get past the HELLO.
+func helloFrame(h wire.Hello) []byte {
+	return wire.AppendHello(nil, h, make([]byte, wire.HelloSize-wire.HelloPrefixSize))
 }
 
 // peerAttr is how the listener's logs name the peer at the other end of c
@@ -401,13 +408,25 @@ func dialFrom(addr string, local net.IP) (net.Conn, error) {
 }
 
 // rawHandshake completes a handshake by hand (internal/handshake's Dial with
-// the given token) and returns the raw socket of the rail.
+// the given token) and returns the raw socket of the rail. It asks for
+// frames in clear (h carries HelloPlaintext) so that the tests can write
+// hostile frames by hand; the listener must allow it (Config.Plaintext).
+// After the handshake a sealed session reads the very same frames, once
+// opened (TestSealed* attack the sealing itself).
 func rawHandshake(addr, token string, h wire.Hello) (net.Conn, error) {
 	c, err := dialFrom(addr, nil)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := hs.Dial(c, h, []byte(token), time.Now().Add(10*time.Second)); err != nil {
+	deadline := time.Now().Add(10 * time.Second)
+	_, keys, err := hs.Dial(c, h, hs.TokenKey([]byte(token)), deadline)
+	if err == nil {
+		err = hs.WaitWelcome(c, keys, deadline)
+	}
+	if err == nil && !keys.Plaintext {
+		err = errors.New("the listener did not agree to plaintext (Config.Plaintext)")
+	}
+	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("handshake: %w", err)
 	}
@@ -459,39 +478,30 @@ func readHsFrame(c net.Conn) (wire.Header, []byte, error) {
 	return h, body, err
 }
 
-// helloForChallenge sends h and reads the acceptor's CHALLENGE.
-func helloForChallenge(c net.Conn, h wire.Hello) (wire.Challenge, error) {
+// helloUnderKey sends h's HELLO with its Noise message under the
+// pre-shared key psk and returns the code of the acceptor's REJECT: an
+// acceptor must answer a HELLO under a key it does not share with a REJECT
+// and nothing else (no CHALLENGE that one could test guesses against).
+func helloUnderKey(c net.Conn, h wire.Hello, psk [32]byte) (uint16, error) {
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.Write(wire.AppendHello(nil, h)); err != nil {
-		return wire.Challenge{}, err
-	}
-	fh, body, err := readHsFrame(c)
+	prefix := wire.AppendHelloPrefix(nil, h)
+	st, err := hs.NewState(true, prefix, psk, nil)
 	if err != nil {
-		return wire.Challenge{}, err
+		return 0, err
 	}
-	if fh.Type != wire.TypeChallenge {
-		return wire.Challenge{}, fmt.Errorf("got frame type %#x, want CHALLENGE", fh.Type)
+	msg1, _, _, err := st.WriteMessage(nil, wire.AppendHelloParams(nil, h))
+	if err != nil {
+		return 0, err
 	}
-	return wire.ParseChallenge(body)
-}
-
-// forgedAuth answers ch with an AUTH made with token; nil token means no
-// token at all (a zero proof). It returns the acceptor's REJECT code.
-func forgedAuth(c net.Conn, h wire.Hello, ch wire.Challenge, token []byte) (uint16, error) {
-	var proof [32]byte
-	if token != nil {
-		proof = hs.ClientProof(token, h, ch.Nonce)
-	}
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.Write(wire.AppendAuth(nil, wire.Auth{Proof: proof, Window: h.Window})); err != nil {
+	if _, err := c.Write(wire.AppendHello(nil, h, msg1)); err != nil {
 		return 0, err
 	}
 	fh, body, err := readHsFrame(c)
 	if err != nil {
-		return 0, fmt.Errorf("no REJECT after a forged AUTH: %w", err)
+		return 0, fmt.Errorf("no REJECT after a HELLO under the wrong key: %w", err)
 	}
 	if fh.Type != wire.TypeReject {
-		return 0, fmt.Errorf("forged AUTH answered with frame type %#x, want REJECT", fh.Type)
+		return 0, fmt.Errorf("HELLO under the wrong key answered with frame type %#x, want REJECT", fh.Type)
 	}
 	rj, err := wire.ParseReject(body)
 	return rj.Code, err
@@ -586,7 +596,7 @@ func attackerIP(t *testing.T, addr string) net.IP {
 // halfOpenFlood opens n connections to addr from local that never finish a
 // handshake: even ones send nothing, odd ones half a HELLO.
 func halfOpenFlood(addr string, local net.IP, n int) ([]net.Conn, error) {
-	half := wire.AppendHello(nil, hostileHello(0xff))
+	half := helloFrame(hostileHello(0xff))
 	half = half[:wire.HeaderSize+wire.HelloSize/2]
 	conns := make([]net.Conn, n)
 	var (
@@ -749,12 +759,7 @@ func TestHostileLoggedReasons(t *testing.T) {
 	}
 	authAttack := func(token []byte) func(c net.Conn) error {
 		return func(c net.Conn) error {
-			h := hostileHello(1)
-			ch, err := helloForChallenge(c, h)
-			if err != nil {
-				return err
-			}
-			code, err := forgedAuth(c, h, ch, token)
+			code, err := helloUnderKey(c, hostileHello(1), hs.TokenKey(token))
 			if err == nil && code != wire.RejectAuth {
 				err = fmt.Errorf("REJECT code %d, want %d (RejectAuth)", code, wire.RejectAuth)
 			}
@@ -777,7 +782,7 @@ func TestHostileLoggedReasons(t *testing.T) {
 		handshakeAttack(t, "unsupported protocol version", func(c net.Conn) error {
 			h := hostileHello(2)
 			h.Version = wire.Version + 1
-			_, err := c.Write(wire.AppendHello(nil, h))
+			_, err := c.Write(helloFrame(h))
 			return err
 		})
 	})
@@ -852,7 +857,7 @@ func TestHostileTrickle(t *testing.T) {
 				return err
 			}
 			defer c.Close()
-			stop := trickled(c, wire.AppendHello(nil, hostileHello(7)), time.Second)
+			stop := trickled(c, helloFrame(hostileHello(7)), time.Second)
 			defer stop()
 			if err := waitClosed(c, time.Now().Add(cfg.HandshakeTimeout+cutMargin)); err != nil {
 				return err
@@ -1092,7 +1097,7 @@ const (
 
 func rssServerConfig(logger *slog.Logger) Config {
 	return Config{Token: rssToken, MaxMessageSize: rssMaxMessage, MaxReceiveBuffer: rssMaxBuffer,
-		HandshakeTimeout: rssTimeout, IdleTimeout: rssTimeout, Logger: logger}
+		HandshakeTimeout: rssTimeout, IdleTimeout: rssTimeout, Logger: logger, Plaintext: true}
 }
 
 // TestHelperHostileServer is the receiver of TestHostileMemoryBound, run in
@@ -1331,16 +1336,12 @@ func TestHostileMemoryBound(t *testing.T) {
 	}
 	defer wrong.Close()
 	wrongHello := hostileHello(0x14)
-	wrongCh, err := helloForChallenge(wrong, wrongHello)
-	if err != nil {
-		t.Fatal(err)
-	}
 	creep, err := dialFrom(addr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer creep.Close()
-	stopCreep := trickled(creep, wire.AppendHello(nil, hostileHello(0x15)), time.Second)
+	stopCreep := trickled(creep, helloFrame(hostileHello(0x15)), time.Second)
 	defer stopCreep()
 	floodIP := attackerIP(t, addr)
 
@@ -1417,7 +1418,7 @@ func TestHostileMemoryBound(t *testing.T) {
 			return err
 		},
 		"wrong token": func() error {
-			code, err := forgedAuth(wrong, wrongHello, wrongCh, []byte("wrong"))
+			code, err := helloUnderKey(wrong, wrongHello, hs.TokenKey([]byte("wrong")))
 			if err != nil {
 				return err
 			}

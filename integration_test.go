@@ -439,7 +439,8 @@ func rawDial(t *testing.T, ln *Listener) net.Conn {
 }
 
 // rawSession completes a one-rail handshake by hand and returns the raw
-// socket plus the acceptor's Conn.
+// socket plus the acceptor's Conn. The hello must ask for plaintext and the
+// listener allow it, so that the test can write frames by hand.
 func rawSession(t *testing.T, ln *Listener, token string, hello wire.Hello) (net.Conn, *Conn) {
 	t.Helper()
 	c := rawDial(t, ln)
@@ -451,7 +452,15 @@ func rawSession(t *testing.T, ln *Listener, token string, hello wire.Hello) (net
 	}
 	ch := make(chan res, 1)
 	go func() { sc, err := ln.Accept(ctx); ch <- res{sc, err} }()
-	if _, err := hs.Dial(c, hello, []byte(token), time.Now().Add(5*time.Second)); err != nil {
+	deadline := time.Now().Add(5 * time.Second)
+	_, keys, err := hs.Dial(c, hello, hs.TokenKey([]byte(token)), deadline)
+	if err == nil {
+		err = hs.WaitWelcome(c, keys, deadline)
+	}
+	if err == nil && !keys.Plaintext {
+		err = errors.New("the listener did not agree to plaintext")
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	r := <-ch
@@ -464,14 +473,15 @@ func rawSession(t *testing.T, ln *Listener, token string, hello wire.Hello) (net
 
 func goodHello() wire.Hello {
 	h := wire.Hello{Version: wire.Version, Rail: 0, Rails: 1, SegmentSize: 4096, Window: 1 << 20, MaxMessage: 1 << 19}
-	h.Session[0], h.Nonce[0] = 42, 7
+	h.Session[0] = 42
+	h.Flags = wire.HelloPlaintext
 	return h
 }
 
 // TestHostilePeers: each misbehaving peer loses its connection, with the
 // reason, while a legitimate session on the same listener completes.
 func TestHostilePeers(t *testing.T) {
-	ln, err := Listen("127.0.0.1:0", Config{Token: "tok", HandshakeTimeout: 2 * time.Second, MaxMessageSize: 1 << 20})
+	ln, err := Listen("127.0.0.1:0", Config{Token: "tok", HandshakeTimeout: 2 * time.Second, MaxMessageSize: 1 << 20, Plaintext: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +503,7 @@ func TestHostilePeers(t *testing.T) {
 		c := rawDial(t, ln)
 		h := goodHello()
 		h.Version = 9
-		_, err = hs.Dial(c, h, []byte("tok"), time.Now().Add(5*time.Second))
+		_, _, err = hs.Dial(c, h, hs.TokenKey([]byte("tok")), time.Now().Add(5*time.Second))
 		if !errors.Is(err, wire.ErrVersion) {
 			t.Fatalf("hello with version 9: %v, want ErrVersion", err)
 		}
@@ -586,7 +596,7 @@ func TestConfigErrors(t *testing.T) {
 // TestIdleTimeout: a peer that goes silent (no data, no pings) loses its
 // rail after IdleTimeout.
 func TestIdleTimeout(t *testing.T) {
-	ln, err := Listen("127.0.0.1:0", Config{IdleTimeout: 300 * time.Millisecond})
+	ln, err := Listen("127.0.0.1:0", Config{IdleTimeout: 300 * time.Millisecond, Plaintext: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -683,7 +693,7 @@ func TestRejoinUnknownSession(t *testing.T) {
 	defer c.Close()
 	h := wire.Hello{Version: wire.Version, Flags: wire.HelloRejoin, Rail: 1, Rails: 2, SegmentSize: 4096, Window: 1 << 20, MaxMessage: 1 << 19}
 	h.Session[0] = 0x5e
-	_, err = hs.Dial(c, h, []byte("tok"), time.Now().Add(5*time.Second))
+	_, _, err = hs.Dial(c, h, hs.TokenKey([]byte("tok")), time.Now().Add(5*time.Second))
 	var rj *hs.RejectedError
 	if !errors.As(err, &rj) || rj.Code != wire.RejectSession {
 		t.Fatalf("rejoin of an unknown session: %v, want a rejection with code %d", err, wire.RejectSession)

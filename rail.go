@@ -82,6 +82,7 @@ type railInit struct {
 	c       net.Conn
 	name    string
 	nominal float64
+	keys    *hs.Keys // from the rail's handshake
 }
 
 func (r *rail) isUp() bool { return !r.down.Load() }
@@ -126,5 +127,15 @@ func (r *rail) ackDue() {
 func (r *rail) delayAck() {
 	if r.ackArmed.CompareAndSwap(false, true) {
 		r.ackTimer.Reset(AckDelay)
+	}
+}
+
+// setKeys installs the ciphers of r's connection from its handshake:
+// frames are sealed and opened with them unless both sides chose
+// plaintext. Caller holds rdMu and wmu, or r is not running yet.
+func (r *rail) setKeys(k *hs.Keys) {
+	r.w.seal, r.rs.open = nil, nil
+	if k != nil && !k.Plaintext {
+		r.w.seal, r.rs.open = k.Send, k.Recv
 	}
 }

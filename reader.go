@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	hs "github.com/multirail/multirail/internal/handshake"
 	"github.com/multirail/multirail/internal/reasm"
 	"github.com/multirail/multirail/internal/wire"
 )
@@ -42,6 +43,9 @@ func (c *Conn) reader(r *rail) {
 // rstate is a rail's read-side state, owned by whoever holds rail.rdMu:
 // the rail's reader goroutine, or a Recv reading the rail itself.
 type rstate struct {
+	open      *hs.Cipher // opens what is read (nil: frames in clear)
+	small     [wire.MaxControlBody + hs.Overhead]byte // a sealed header, fixed part or control body
+	sealed    []byte                                  // a sealed payload (at most wire.MaxPayload + hs.Overhead)
 	hb        [wire.DataHeaderSize]byte
 	body      [wire.MaxControlBody]byte
 	scratch   []byte // a segment read while the same one arrives elsewhere (Hold)
@@ -114,6 +118,63 @@ func (c *Conn) read(r *rail, p []byte, boundary bool) error {
 	}
 }
 
+// readRecord fills dst with the next len(dst) bytes of the frame being
+// read: in clear, straight from the socket; sealed, by reading the record
+// (len(dst) + hs.Overhead bytes) and opening it into dst. A record that
+// does not open is an error wrapping hs.ErrAuth: the rail goes down,
+// nothing of it is used. The caller holds r.rdMu.
+func (c *Conn) readRecord(r *rail, dst []byte, boundary bool) error {
+	rs := &r.rs
+	if rs.open == nil {
+		return c.read(r, dst, boundary)
+	}
+	buf := rs.sealedBuf(len(dst) + hs.Overhead)
+	if err := c.read(r, buf, boundary); err != nil {
+		return err
+	}
+	_, err := rs.open.Open(dst[:0], buf)
+	return err
+}
+
+// sealedBuf returns a buffer for a sealed record of n bytes.
+func (rs *rstate) sealedBuf(n int) []byte {
+	if n <= len(rs.small) {
+		return rs.small[:n]
+	}
+	if cap(rs.sealed) < n {
+		rs.sealed = make([]byte, n)
+	}
+	return rs.sealed[:n]
+}
+
+// skipRecord reads and drops the next n bytes of the frame (a duplicate
+// segment's payload). In clear they are read through a small buffer, so
+// that a peer resending large segments makes the receiver allocate
+// nothing; sealed, the record is opened in place all the same, so that
+// the next one's nonce follows and nothing unauthenticated goes unseen.
+func (c *Conn) skipRecord(r *rail, n int) error {
+	rs := &r.rs
+	if rs.open != nil {
+		buf := rs.sealedBuf(n + hs.Overhead)
+		if err := c.read(r, buf, false); err != nil {
+			return err
+		}
+		_, err := rs.open.Open(buf[:0], buf)
+		return err
+	}
+	if rs.discard == nil {
+		rs.discard = make([]byte, discardChunk)
+	}
+	for left := n; left > 0; {
+		k := min(left, len(rs.discard))
+		if err := c.read(r, rs.discard[:k], false); err != nil {
+			return err
+		}
+		left -= k
+	}
+	return nil
+}
+
 // minProgress is how many bytes of a frame must arrive within an
 // IdleTimeout for its read deadline to be extended.
 const minProgress = 64 << 10
@@ -144,7 +205,7 @@ func (c *Conn) readFrame(r *rail) error {
 		_ = r.c.SetReadDeadline(now.Add(c.cfg.IdleTimeout))
 		rs.lastDL = now
 	}
-	if err := c.read(r, rs.hb[:wire.HeaderSize], true); err != nil {
+	if err := c.readRecord(r, rs.hb[:wire.HeaderSize], true); err != nil {
 		if err == errPoked {
 			return err
 		}
@@ -160,7 +221,7 @@ func (c *Conn) readFrame(r *rail) error {
 	case wire.TypeData:
 		return c.readData(r, h, lim)
 	case wire.TypeAck:
-		if err := c.read(r, rs.body[:h.Len], false); err != nil {
+		if err := c.readRecord(r, rs.body[:h.Len], false); err != nil {
 			return c.readFail(r, err)
 		}
 		a, err := wire.ParseAck(rs.body[:h.Len])
@@ -172,7 +233,7 @@ func (c *Conn) readFrame(r *rail) error {
 		}
 	case wire.TypePing:
 	case wire.TypeGoAway:
-		if err := c.read(r, rs.body[:h.Len], false); err != nil {
+		if err := c.readRecord(r, rs.body[:h.Len], false); err != nil {
 			return c.readFail(r, err)
 		}
 		code, _ := wire.ParseGoAway(rs.body[:h.Len])
@@ -208,7 +269,7 @@ func (c *Conn) readFrame(r *rail) error {
 // when to acknowledge.
 func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits) error {
 	rs := &r.rs
-	if err := c.read(r, rs.hb[wire.HeaderSize:], false); err != nil {
+	if err := c.readRecord(r, rs.hb[wire.HeaderSize:], false); err != nil {
 		return c.readFail(r, err)
 	}
 	d, err := wire.ParseData(h, rs.hb[wire.HeaderSize:], lim)
@@ -226,7 +287,7 @@ func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits) error {
 	}
 	switch verdict {
 	case reasm.Write:
-		err = c.read(r, dst, false)
+		err = c.readRecord(r, dst, false)
 		if err == nil && d.Flags&wire.FlagCRC != 0 && wire.Checksum(dst) != d.CRC {
 			err = fmt.Errorf("%w: checksum mismatch in message %d at %d", wire.ErrMalformed, d.Message, d.Offset)
 		}
@@ -243,18 +304,9 @@ func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits) error {
 		}
 		r.bytesIn.Add(uint64(d.Len))
 	case reasm.Discard:
-		// A duplicate (a resend of what arrived already): read through a
-		// small buffer, so that a peer resending large segments makes the
-		// receiver allocate nothing.
-		if rs.discard == nil {
-			rs.discard = make([]byte, discardChunk)
-		}
-		for left := int(d.Len); left > 0; {
-			k := min(left, len(rs.discard))
-			if err := c.read(r, rs.discard[:k], false); err != nil {
-				return c.readFail(r, err)
-			}
-			left -= k
+		// A duplicate (a resend of what arrived already).
+		if err := c.skipRecord(r, int(d.Len)); err != nil {
+			return c.readFail(r, err)
 		}
 	case reasm.Hold:
 		// The same segment is being read on another rail right now (a
@@ -263,7 +315,7 @@ func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits) error {
 			rs.scratch = make([]byte, d.Len)
 		}
 		p := rs.scratch[:d.Len]
-		if err := c.read(r, p, false); err != nil {
+		if err := c.readRecord(r, p, false); err != nil {
 			return c.readFail(r, err)
 		}
 		c.rmu.Lock()

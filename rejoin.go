@@ -117,11 +117,11 @@ func (c *Conn) rejoin(r *rail) {
 	defer c.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
 	stop := context.AfterFunc(doneCtx{c.closed}, cancel)
-	nc, err := c.hooks.redial(ctx, r.idx)
+	nc, keys, err := c.hooks.redial(ctx, r.idx)
 	stop()
 	cancel()
 	if err == nil {
-		if err = c.attach(r, nc); err != nil {
+		if err = c.attach(r, nc, keys); err != nil {
 			_ = nc.Close()
 		}
 	}
@@ -154,7 +154,7 @@ var errReplaced = errors.New("multirail: the peer reconnected the rail")
 // has completed, r's connection. If r is still up (the accepting side had
 // not noticed the failure the dialer reconnects for), the old connection is
 // closed and its unacknowledged segments are sent again on the new one.
-func (c *Conn) attach(r *rail, nc net.Conn) error {
+func (c *Conn) attach(r *rail, nc net.Conn, keys *hs.Keys) error {
 	c.mu.Lock()
 	if c.shutting || c.goingAway.Load() != 0 {
 		c.mu.Unlock()
@@ -237,6 +237,7 @@ func (c *Conn) attach(r *rail, nc net.Conn) error {
 	r.br = hs.NewReader(nc, 64<<10)
 	r.w = wstate{}
 	r.rs = rstate{}
+	r.setKeys(keys)
 	r.ackArmed.Store(false)
 	r.ackedOut.Store(0)
 	r.creditDue.Store(true) // the first ACK repeats the current credit

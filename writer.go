@@ -37,6 +37,8 @@ func notSentFor(rate float64, seg int) int {
 // wstate is a rail's write-side state, owned by whoever holds rail.wmu:
 // the rail's writer goroutine, or a Send or reader taking a fast path.
 type wstate struct {
+	seal      *hs.Cipher // seals what is written (nil: frames in clear)
+	out       []byte     // a sealed write
 	batch     []entry
 	iov       net.Buffers
 	wv        net.Buffers
@@ -107,34 +109,11 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 	if len(w.batch) == 0 && len(w.ctl) == 0 {
 		return 0, nil
 	}
-	// Control frames, headers and small payloads are copied into one
-	// contiguous run (a copy of a few bytes is cheaper than an iovec);
-	// large payloads are written from the caller's memory.
 	iov := w.iov[:0]
-	size := len(w.ctl)
-	for _, e := range w.batch {
-		s := e.Seg
-		size += len(s.hdr)
-		if len(s.payload) <= smallPayload {
-			size += len(s.payload)
-		}
-	}
-	if cap(w.run) < size {
-		w.run = make([]byte, 0, size) // appends below then never move it
-	}
-	run := append(w.run[:0], w.ctl...) // control frames first
-	for _, e := range w.batch {
-		s := e.Seg
-		run = append(run, s.hdr[:]...)
-		if len(s.payload) <= smallPayload {
-			run = append(run, s.payload...)
-			continue
-		}
-		iov = append(iov, run, s.payload)
-		run = run[len(run):] // the next run continues in the same buffer
-	}
-	if len(run) > 0 {
-		iov = append(iov, run)
+	if w.seal != nil {
+		iov = append(iov, w.sealBatch())
+	} else {
+		iov = w.plainBatch(iov)
 	}
 	w.iov = iov
 	// Count before writing: the peer may acknowledge the segments (and
@@ -165,6 +144,61 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 		frames++
 	}
 	return frames, nil
+}
+
+// sealBatch seals the pending control frames and the batch's segments
+// (header, fixed part, payload: see internal/handshake's record layout)
+// into one buffer: sealing copies every payload anyway.
+func (w *wstate) sealBatch() []byte {
+	size := len(w.ctl) + 2*hs.Overhead
+	for _, e := range w.batch {
+		size += wire.DataHeaderSize + len(e.Seg.payload) + 3*hs.Overhead
+	}
+	if cap(w.out) < size {
+		w.out = make([]byte, 0, size)
+	}
+	out := hs.SealFrames(w.seal, w.out[:0], w.ctl)
+	for _, e := range w.batch {
+		s := e.Seg
+		out = w.seal.Seal(out, s.hdr[:wire.HeaderSize])
+		out = w.seal.Seal(out, s.hdr[wire.HeaderSize:])
+		out = w.seal.Seal(out, s.payload)
+	}
+	w.out = out
+	return out
+}
+
+// plainBatch appends to iov the pending control frames and the batch's
+// segments in clear: control frames, headers and small payloads are
+// copied into one contiguous run (a copy of a few bytes is cheaper than
+// an iovec); large payloads are written from the caller's memory.
+func (w *wstate) plainBatch(iov net.Buffers) net.Buffers {
+	size := len(w.ctl)
+	for _, e := range w.batch {
+		s := e.Seg
+		size += len(s.hdr)
+		if len(s.payload) <= smallPayload {
+			size += len(s.payload)
+		}
+	}
+	if cap(w.run) < size {
+		w.run = make([]byte, 0, size) // appends below then never move it
+	}
+	run := append(w.run[:0], w.ctl...) // control frames first
+	for _, e := range w.batch {
+		s := e.Seg
+		run = append(run, s.hdr[:]...)
+		if len(s.payload) <= smallPayload {
+			run = append(run, s.payload...)
+			continue
+		}
+		iov = append(iov, run, s.payload)
+		run = run[len(run):] // the next run continues in the same buffer
+	}
+	if len(run) > 0 {
+		iov = append(iov, run)
+	}
+	return iov
 }
 
 var errGoingAway = errors.New("multirail: closing")
@@ -236,7 +270,11 @@ func (c *Conn) writer(r *rail, gen uint64) {
 				err = c.flush(r, false)
 			}
 			if err == nil || errors.Is(err, errGoingAway) {
-				_, _ = r.c.Write(wire.AppendGoAway(nil, code))
+				goAway := wire.AppendGoAway(nil, code)
+				if r.w.seal != nil {
+					goAway = hs.SealFrames(r.w.seal, nil, goAway)
+				}
+				_, _ = r.c.Write(goAway)
 				if cw, ok := r.c.(interface{ CloseWrite() error }); ok {
 					_ = cw.CloseWrite() // the peer reads to here, then closes
 				}

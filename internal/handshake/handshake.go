@@ -2,19 +2,21 @@ package handshake
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"time"
 
+	"github.com/flynn/noise"
+
 	"github.com/multirail/multirail/internal/wire"
 )
 
-// ErrAuth means the peer does not know the shared token (or we don't know
-// the peer's).
+// ErrAuth means the peer does not know the shared token or the session's
+// key (or we don't know the peer's), or a sealed frame failed its check.
 var ErrAuth = errors.New("handshake: authentication failed")
 
 // RejectedError is returned to the dialing side when the acceptor refused a
@@ -40,33 +42,100 @@ func (e *RejectedError) Is(target error) bool {
 	return false
 }
 
+// Protocol is the Noise protocol every rail's handshake runs: no static
+// keys, ephemeral Curve25519 keys from both sides, and a pre-shared key
+// mixed in before the first message (the token for a session's first
+// rail, the session key for the others).
+const Protocol = "Noise_NNpsk0_25519_AESGCM_SHA256"
+
+// Suite is Protocol's cipher suite.
+var Suite = noise.NewCipherSuite(noise.DH25519, noise.CipherAESGCM, noise.HashSHA256)
+
+// Labels of the two keys derived with HMAC-SHA256: from the token, the
+// first rail's pre-shared key; from a first rail's handshake hash, the
+// session key.
 const (
-	serverLabel = "multirail/1 server"
-	clientLabel = "multirail/1 client"
+	tokenLabel   = "multirail/4 token"
+	sessionLabel = "multirail/4 session"
 )
 
-func proof(token []byte, label string, session [16]byte, rail uint16, first, second [16]byte) [32]byte {
-	mac := hmac.New(sha256.New, token)
-	mac.Write([]byte(label))
-	mac.Write(session[:])
-	var r [2]byte
-	binary.BigEndian.PutUint16(r[:], rail)
-	mac.Write(r[:])
-	mac.Write(first[:])
-	mac.Write(second[:])
-	var out [32]byte
-	copy(out[:], mac.Sum(nil))
+// TokenKey is the pre-shared key of a session's first rail:
+// HMAC-SHA256(key = token, "multirail/4 token").
+func TokenKey(token []byte) [32]byte { return mac(token, tokenLabel) }
+
+// SessionKey is the key of the session whose first rail's handshake had
+// hash h (Noise's channel binding): HMAC-SHA256(key = h,
+// "multirail/4 session"). The session's other rails, and rails that later
+// rejoin it, use it as their pre-shared key.
+func SessionKey(h []byte) [32]byte { return mac(h, sessionLabel) }
+
+func mac(key []byte, label string) [32]byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(label))
+	return [32]byte(m.Sum(nil))
+}
+
+// NewState returns the Noise handshake state of one rail: the initiator
+// (the dialing side) or the responder, with prologue (the HELLO's clear
+// prefix, so that it cannot be altered unseen) and pre-shared key psk.
+// rnd supplies the ephemeral key (nil: crypto/rand).
+func NewState(initiator bool, prologue []byte, psk [32]byte, rnd io.Reader) (*noise.HandshakeState, error) {
+	if rnd == nil {
+		rnd = rand.Reader
+	}
+	return noise.NewHandshakeState(noise.Config{
+		CipherSuite:           Suite,
+		Random:                rnd,
+		Pattern:               noise.HandshakeNN,
+		Initiator:             initiator,
+		Prologue:              prologue,
+		PresharedKey:          psk[:],
+		PresharedKeyPlacement: 0,
+	})
+}
+
+// Cipher seals or opens the frames of one direction of one rail: an AEAD
+// (AES-256-GCM) under a key from the rail's handshake, with the count of
+// frames so far as the nonce. The rail is a byte stream in order, so a
+// frame that is altered, dropped, replayed or moved fails to open.
+type Cipher struct {
+	c noise.Cipher
+	n uint64
+}
+
+func newCipher(cs *noise.CipherState) *Cipher { return &Cipher{c: cs.Cipher(), n: cs.Nonce()} }
+
+// Overhead is what sealing adds to a frame.
+const Overhead = wire.TagSize
+
+// Seal appends the sealed plaintext to dst.
+func (c *Cipher) Seal(dst, plaintext []byte) []byte {
+	out := c.c.Encrypt(dst, c.n, nil, plaintext)
+	c.n++
 	return out
 }
 
-// ServerProof is what the acceptor sends to show it knows the token.
-func ServerProof(token []byte, h wire.Hello, acceptorNonce [16]byte) [32]byte {
-	return proof(token, serverLabel, h.Session, h.Rail, h.Nonce, acceptorNonce)
+// Open appends the plaintext of sealed to dst; it fails with an error
+// wrapping ErrAuth when sealed is not the next frame of this direction.
+// Opening in place (dst = sealed[:0]) is allowed.
+func (c *Cipher) Open(dst, sealed []byte) ([]byte, error) {
+	out, err := c.c.Decrypt(dst, c.n, nil, sealed)
+	if err != nil {
+		return nil, fmt.Errorf("%w: frame %d does not open", ErrAuth, c.n)
+	}
+	c.n++
+	return out, nil
 }
 
-// ClientProof is what the dialer sends to show it knows the token.
-func ClientProof(token []byte, h wire.Hello, acceptorNonce [16]byte) [32]byte {
-	return proof(token, clientLabel, h.Session, h.Rail, acceptorNonce, h.Nonce)
+// Keys are what a rail's handshake yields.
+type Keys struct {
+	Send, Recv *Cipher
+	// Session is the session key: derived from this handshake on a
+	// session's first rail, the pre-shared key on the others.
+	Session [32]byte
+	// Plaintext: both sides asked for frames in clear; Send and Recv then
+	// seal only the handshake's last two frames (AUTH and WELCOME).
+	Plaintext bool
 }
 
 // readControl reads one handshake frame with a body of at most
@@ -80,7 +149,7 @@ func readControl(r io.Reader) (wire.Header, []byte, error) {
 	if err != nil {
 		return h, nil, err
 	}
-	if h.Type == wire.TypeData || h.Len > wire.MaxControlBody+wire.HelloSize {
+	if h.Type == wire.TypeData || h.Len > wire.MaxControlBody {
 		return h, nil, fmt.Errorf("%w: frame type %#x during the handshake", wire.ErrMalformed, h.Type)
 	}
 	body := make([]byte, h.Len)
@@ -98,112 +167,202 @@ func rejectErr(body []byte) error {
 	return &RejectedError{Code: rj.Code, Reason: rj.Reason}
 }
 
-// Dial runs the dialing side of the handshake on c: HELLO, check the
-// acceptor's proof, AUTH, then wait for WELCOME (which the acceptor sends
-// once every rail of the session has joined). The deadline bounds the whole
-// exchange. It returns the acceptor's parameters.
-func Dial(c net.Conn, hello wire.Hello, token []byte, deadline time.Time) (wire.Challenge, error) {
-	var ch wire.Challenge
-	if err := c.SetDeadline(deadline); err != nil {
-		return ch, err
-	}
-	if _, err := c.Write(wire.AppendHello(nil, hello)); err != nil {
-		return ch, err
-	}
+// expect reads the next handshake frame and checks that it has type typ
+// (a REJECT becomes a RejectedError).
+func expect(c io.Reader, typ uint8, what string) ([]byte, error) {
 	h, body, err := readControl(c)
 	if err != nil {
-		return ch, err
+		return nil, err
 	}
 	switch h.Type {
+	case typ:
+		return body, nil
 	case wire.TypeReject:
-		return ch, rejectErr(body)
-	case wire.TypeChallenge:
-	default:
-		return ch, fmt.Errorf("%w: expected challenge, got frame type %#x", wire.ErrMalformed, h.Type)
+		return nil, rejectErr(body)
 	}
-	if ch, err = wire.ParseChallenge(body); err != nil {
-		return ch, err
+	return nil, fmt.Errorf("%w: expected %s, got frame type %#x", wire.ErrMalformed, what, h.Type)
+}
+
+// Dial runs the dialing side of a rail's handshake on c up to its AUTH:
+// HELLO (the first Noise message, under psk: TokenKey for a session's
+// first rail, the session key for rails with HelloJoin or HelloRejoin),
+// the acceptor's CHALLENGE (the second, which proves that it knows psk
+// and carries its parameters), then AUTH, the first frame sealed by the
+// rail's keys. The acceptor answers with WELCOME once every rail of the
+// session has joined (see WaitWelcome). The deadline bounds the exchange.
+func Dial(c net.Conn, hello wire.Hello, psk [32]byte, deadline time.Time) (wire.Challenge, *Keys, error) {
+	return dial(c, hello, psk, deadline, nil)
+}
+
+func dial(c net.Conn, hello wire.Hello, psk [32]byte, deadline time.Time, rnd io.Reader) (wire.Challenge, *Keys, error) {
+	var ch wire.Challenge
+	if err := c.SetDeadline(deadline); err != nil {
+		return ch, nil, err
 	}
-	want := ServerProof(token, hello, ch.Nonce)
-	if !hmac.Equal(want[:], ch.Proof[:]) {
-		return ch, fmt.Errorf("%w: the acceptor does not know the token", ErrAuth)
-	}
-	auth := wire.Auth{Proof: ClientProof(token, hello, ch.Nonce), Window: hello.Window}
-	if _, err := c.Write(wire.AppendAuth(nil, auth)); err != nil {
-		return ch, err
-	}
-	h, body, err = readControl(c)
+	prefix := wire.AppendHelloPrefix(nil, hello)
+	st, err := NewState(true, prefix, psk, rnd)
 	if err != nil {
-		return ch, err
+		return ch, nil, err
 	}
-	switch h.Type {
-	case wire.TypeWelcome:
-	case wire.TypeReject:
-		return ch, rejectErr(body)
-	default:
-		return ch, fmt.Errorf("%w: expected welcome, got frame type %#x", wire.ErrMalformed, h.Type)
+	msg1, _, _, err := st.WriteMessage(nil, wire.AppendHelloParams(nil, hello))
+	if err != nil {
+		return ch, nil, err
 	}
-	return ch, c.SetDeadline(time.Time{})
+	if _, err := c.Write(wire.AppendHello(nil, hello, msg1)); err != nil {
+		return ch, nil, err
+	}
+	body, err := expect(c, wire.TypeChallenge, "challenge")
+	if err != nil {
+		return ch, nil, err
+	}
+	params, send, recv, err := st.ReadMessage(nil, body)
+	if err != nil {
+		return ch, nil, fmt.Errorf("%w: the acceptor does not know the key (%s)", ErrAuth, keyName(hello.Flags))
+	}
+	if ch, err = wire.ParseChallengeParams(params); err != nil {
+		return ch, nil, err
+	}
+	if ch.Flags&wire.ChallengePlaintext != 0 && hello.Flags&wire.HelloPlaintext == 0 {
+		return ch, nil, fmt.Errorf("%w: the acceptor chose plaintext, which this side did not ask for", wire.ErrMalformed)
+	}
+	k := &Keys{Send: newCipher(send), Recv: newCipher(recv), Session: psk, Plaintext: ch.Flags&wire.ChallengePlaintext != 0}
+	if hello.Flags&(wire.HelloJoin|wire.HelloRejoin) == 0 {
+		k.Session = SessionKey(st.ChannelBinding())
+	}
+	if _, err := c.Write(wire.AppendSealed(nil, wire.TypeAuth, k.Send.Seal(nil, nil))); err != nil {
+		return ch, nil, err
+	}
+	return ch, k, nil
+}
+
+func keyName(flags uint8) string {
+	if flags&(wire.HelloJoin|wire.HelloRejoin) != 0 {
+		return "session key"
+	}
+	return "token"
+}
+
+// WaitWelcome waits (until deadline) for the acceptor's WELCOME, sealed by
+// the rail's keys, which says that the session is complete.
+func WaitWelcome(c net.Conn, k *Keys, deadline time.Time) error {
+	if err := c.SetDeadline(deadline); err != nil {
+		return err
+	}
+	body, err := expect(c, wire.TypeWelcome, "welcome")
+	if err != nil {
+		return err
+	}
+	if _, err := k.Recv.Open(nil, body); err != nil {
+		return err
+	}
+	return c.SetDeadline(time.Time{})
+}
+
+// Acceptor is what the accepting side needs from its caller.
+type Acceptor struct {
+	// Key returns the pre-shared key for a HELLO's clear part (version,
+	// flags, session): the token's key for a new session, the session
+	// key for a join or rejoin. An error (a *RejectedError to say why)
+	// ends the handshake before anything is sent.
+	Key func(h wire.Hello) ([32]byte, error)
+	// Plaintext: agree when the dialer asks for frames in clear.
+	Plaintext bool
+	// Keyed, if set, is called once the rail's keys exist (before the
+	// CHALLENGE goes out and the dialer's AUTH is read): a first
+	// rail's caller registers the session key there so that the session's
+	// other rails, which the dialer opens as soon as it has read the
+	// CHALLENGE, find it. An error ends the handshake.
+	Keyed func(h wire.Hello, k *Keys) error
 }
 
 // Accept runs the accepting side of the handshake on c up to the check of
-// the dialer's proof: read HELLO, answer CHALLENGE, read and verify AUTH.
-// Nothing is allocated for a session before it returns successfully. On
-// failure it sends a REJECT (best effort) and returns why; the caller
-// closes c. The caller sends WELCOME once the session is complete. ch
-// carries the acceptor's nonce and parameters; Accept fills in the proof.
-func Accept(c net.Conn, token []byte, ch wire.Challenge, deadline time.Time) (wire.Hello, error) {
+// the dialer's AUTH: read HELLO (whose first Noise message proves that the
+// dialer knows the key: nothing is sent to a dialer that does not),
+// answer CHALLENGE, read and open AUTH (which proves that the dialer is
+// live, not replaying a recorded HELLO). ch carries this side's
+// parameters. On failure it sends a REJECT (best effort) and returns why;
+// the caller closes c. The caller sends WELCOME once the session is
+// complete.
+func Accept(c net.Conn, a Acceptor, ch wire.Challenge, deadline time.Time) (wire.Hello, *Keys, error) {
+	return accept(c, a, ch, deadline, nil)
+}
+
+func accept(c net.Conn, a Acceptor, ch wire.Challenge, deadline time.Time, rnd io.Reader) (wire.Hello, *Keys, error) {
 	var hello wire.Hello
 	if err := c.SetDeadline(deadline); err != nil {
-		return hello, err
+		return hello, nil, err
 	}
 	h, body, err := readControl(c)
 	if err != nil {
-		return hello, err
+		return hello, nil, err
 	}
 	if h.Type != wire.TypeHello {
 		err := fmt.Errorf("%w: expected hello, got frame type %#x", wire.ErrMalformed, h.Type)
 		Reject(c, wire.RejectProtocol, err.Error())
-		return hello, err
+		return hello, nil, err
 	}
-	hello, err = wire.ParseHello(body)
+	hello, msg1, err := wire.ParseHelloPrefix(body)
 	if errors.Is(err, wire.ErrVersion) {
 		Reject(c, wire.RejectVersion, fmt.Sprintf("unsupported protocol version %d (this side speaks %d)", hello.Version, wire.Version))
-		return hello, err
+		return hello, nil, err
 	}
 	if err != nil {
 		Reject(c, wire.RejectProtocol, err.Error())
-		return hello, err
+		return hello, nil, err
 	}
-	nonce := ch.Nonce
-	ch.Version = wire.Version
-	ch.Proof = ServerProof(token, hello, nonce)
-	if _, err := c.Write(wire.AppendChallenge(nil, ch)); err != nil {
-		return hello, err
-	}
-	h, body, err = readControl(c)
+	psk, err := a.Key(hello)
 	if err != nil {
-		return hello, err
+		var rj *RejectedError
+		if errors.As(err, &rj) {
+			Reject(c, rj.Code, rj.Reason)
+		}
+		return hello, nil, err
 	}
-	if h.Type != wire.TypeAuth {
-		err := fmt.Errorf("%w: expected auth, got frame type %#x", wire.ErrMalformed, h.Type)
+	st, err := NewState(false, body[:wire.HelloPrefixSize], psk, rnd)
+	if err != nil {
+		return hello, nil, err
+	}
+	params, _, _, err := st.ReadMessage(nil, msg1)
+	if err != nil {
+		Reject(c, wire.RejectAuth, "authentication failed")
+		return hello, nil, fmt.Errorf("%w: the dialer does not know the key (%s)", ErrAuth, keyName(hello.Flags))
+	}
+	if err := wire.ParseHelloParams(params, &hello); err != nil {
 		Reject(c, wire.RejectProtocol, err.Error())
-		return hello, err
+		return hello, nil, err
 	}
-	auth, err := wire.ParseAuth(body)
+	ch.Flags = 0
+	if a.Plaintext && hello.Flags&wire.HelloPlaintext != 0 {
+		ch.Flags = wire.ChallengePlaintext
+	}
+	msg2, recv, send, err := st.WriteMessage(nil, wire.AppendChallengeParams(nil, ch))
 	if err != nil {
-		return hello, err
+		return hello, nil, err
 	}
-	want := ClientProof(token, hello, nonce)
-	if !hmac.Equal(want[:], auth.Proof[:]) {
-		Reject(c, wire.RejectAuth, "wrong token")
-		return hello, fmt.Errorf("%w: the dialer does not know the token", ErrAuth)
+	k := &Keys{Send: newCipher(send), Recv: newCipher(recv), Session: psk, Plaintext: ch.Flags != 0}
+	if hello.Flags&(wire.HelloJoin|wire.HelloRejoin) == 0 {
+		k.Session = SessionKey(st.ChannelBinding())
 	}
-	if auth.Window != hello.Window {
-		Reject(c, wire.RejectProtocol, "window changed during the handshake")
-		return hello, fmt.Errorf("%w: window %d in auth, %d in hello", wire.ErrMalformed, auth.Window, hello.Window)
+	if a.Keyed != nil {
+		if err := a.Keyed(hello, k); err != nil {
+			var rj *RejectedError
+			if errors.As(err, &rj) {
+				Reject(c, rj.Code, rj.Reason)
+			}
+			return hello, nil, err
+		}
 	}
-	return hello, nil
+	if _, err := c.Write(wire.AppendSealed(nil, wire.TypeChallenge, msg2)); err != nil {
+		return hello, nil, err
+	}
+	body, err = expect(c, wire.TypeAuth, "auth")
+	if err != nil {
+		return hello, nil, err
+	}
+	if _, err := k.Recv.Open(nil, body); err != nil {
+		return hello, nil, fmt.Errorf("%w: the dialer's auth does not open", ErrAuth)
+	}
+	return hello, k, nil
 }
 
 // Reject sends a REJECT frame, best effort, with a short deadline.
@@ -212,12 +371,13 @@ func Reject(c net.Conn, code uint16, reason string) {
 	_, _ = c.Write(wire.AppendReject(nil, wire.Reject{Code: code, Reason: reason}))
 }
 
-// Welcome sends the WELCOME frame that completes a rail's handshake.
-func Welcome(c net.Conn, deadline time.Time) error {
+// Welcome sends the WELCOME frame, sealed by the rail's keys, that
+// completes a rail's handshake.
+func Welcome(c net.Conn, k *Keys, deadline time.Time) error {
 	if err := c.SetWriteDeadline(deadline); err != nil {
 		return err
 	}
-	if _, err := c.Write(wire.AppendWelcome(nil)); err != nil {
+	if _, err := c.Write(wire.AppendSealed(nil, wire.TypeWelcome, k.Send.Seal(nil, nil))); err != nil {
 		return err
 	}
 	return c.SetDeadline(time.Time{})

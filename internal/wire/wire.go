@@ -8,7 +8,7 @@ import (
 )
 
 // Version is the protocol version this package speaks.
-const Version = 3
+const Version = 4
 
 // Magic opens every HELLO body: it lets a server tell a multirail peer from
 // anything else that connects to its port.
@@ -43,11 +43,17 @@ const (
 
 // Fixed body sizes.
 const (
-	HelloSize     = 4 + 1 + 1 + 2 + 2 + 2 + 16 + 16 + 4 + 8 + 8 // 64
-	ChallengeSize = 1 + 3 + 16 + 32 + 4 + 8 + 8                 // 72
-	AuthSize      = 32 + 8                                      // 40
-	DataFixedSize = 8 + 8 + 4 + 4 + 8 + 8                       // 40
-	AckSize       = 8 + 8                                       // 16
+	// HelloSize is a HELLO body: the clear prefix, then the first Noise
+	// message (an ephemeral key and the sealed parameters).
+	HelloSize = HelloPrefixSize + NoiseKeySize + HelloParamsSize + TagSize // 100
+	// ChallengeSize is a CHALLENGE body: the second Noise message.
+	ChallengeSize = NoiseKeySize + ChallengeParams + TagSize // 72
+	// AuthSize and WelcomeSize: an empty payload sealed by the session's
+	// keys (each side's first transport message).
+	AuthSize      = TagSize
+	WelcomeSize   = TagSize
+	DataFixedSize = 8 + 8 + 4 + 4 + 8 + 8 // 40
+	AckSize       = 8 + 8                 // 16
 	GoAwaySize    = 2
 	MaxReason     = 256
 	// MaxControlBody bounds the body of every frame that is not DATA.
@@ -127,12 +133,19 @@ func ParseHeader(b []byte, lim Limits) (Header, error) {
 	var want uint32
 	switch h.Type {
 	case TypeHello:
-		want = HelloSize
+		// Any length up to the bound: ParseHelloPrefix then tells a peer
+		// of another version from a malformed hello.
+		if h.Len > MaxControlBody {
+			return h, malformed("hello body of %d bytes (at most %d)", h.Len, MaxControlBody)
+		}
+		return h, nil
 	case TypeChallenge:
 		want = ChallengeSize
 	case TypeAuth:
 		want = AuthSize
-	case TypeWelcome, TypePing:
+	case TypeWelcome:
+		want = WelcomeSize
+	case TypePing:
 		want = 0
 	case TypeAck:
 		want = AckSize
@@ -165,147 +178,175 @@ func ParseHeader(b []byte, lim Limits) (Header, error) {
 }
 
 // Hello opens every rail: the dialing side names the session and the rail,
-// and states its parameters.
+// and states its parameters. On the wire a HELLO body is a clear prefix
+// (magic, version, flags, session id: HelloPrefixSize bytes, which is also
+// the Noise prologue) followed by the first Noise handshake message, whose
+// payload holds the rest (HelloParamsSize bytes, see AppendHelloParams).
 type Hello struct {
 	Version     uint8
-	Flags       uint8  // HelloRejoin or 0
-	Rail        uint16 // index of this rail, < Rails
-	Rails       uint16 // number of rails in the session, >= 1
-	Session     [16]byte
-	Nonce       [16]byte
-	SegmentSize uint32 // segment size the dialer sends with
-	Window      uint64 // bytes the dialer will hold for the peer (initial credit)
-	MaxMessage  uint64 // largest message the dialer accepts
+	Flags       uint8    // HelloRejoin, HelloJoin, HelloPlaintext
+	Session     [16]byte // random; names the session
+	Rail        uint16   // index of this rail, < Rails
+	Rails       uint16   // number of rails in the session, >= 1
+	SegmentSize uint32   // segment size the dialer sends with
+	Window      uint64   // bytes the dialer will hold for the peer (initial credit)
+	MaxMessage  uint64   // largest message the dialer accepts
 }
 
-// HelloRejoin in Hello.Flags asks to replace a failed rail of a session
-// that is already open, instead of opening a new session.
-const HelloRejoin uint8 = 0x01
+// Hello flags.
+const (
+	// HelloRejoin asks to replace a failed rail of a session that is
+	// already open; the handshake's pre-shared key is the session key.
+	HelloRejoin uint8 = 0x01
+	// HelloJoin adds a rail to a session whose first rail is in its
+	// handshake; the pre-shared key is the session key.
+	HelloJoin uint8 = 0x02
+	// HelloPlaintext asks for frames in clear after the handshake (both
+	// sides must agree; see Challenge.Flags).
+	HelloPlaintext uint8 = 0x04
+	helloFlags           = HelloRejoin | HelloJoin | HelloPlaintext
+)
 
-// AppendHello appends a whole HELLO frame to b.
-func AppendHello(b []byte, m Hello) []byte {
-	b = appendHeader(b, TypeHello, 0, HelloSize)
+// Sizes of the handshake's pieces. NoiseKeySize is a Curve25519 public
+// key, TagSize an AEAD tag.
+const (
+	NoiseKeySize    = 32
+	TagSize         = 16
+	HelloPrefixSize = 4 + 1 + 1 + 2 + 16   // 24
+	HelloParamsSize = 2 + 2 + 4 + 4 + 8 + 8 // 28
+	ChallengeParams = 1 + 3 + 4 + 8 + 8     // 24
+)
+
+// AppendHelloPrefix appends the clear part of a HELLO body: magic,
+// version, flags, two zero bytes, session id.
+func AppendHelloPrefix(b []byte, m Hello) []byte {
 	b = append(b, Magic[:]...)
-	b = append(b, m.Version, m.Flags)
-	b = binary.BigEndian.AppendUint16(b, m.Rail)
-	b = binary.BigEndian.AppendUint16(b, m.Rails)
-	b = append(b, 0, 0)
-	b = append(b, m.Session[:]...)
-	b = append(b, m.Nonce[:]...)
-	b = binary.BigEndian.AppendUint32(b, m.SegmentSize)
-	b = binary.BigEndian.AppendUint64(b, m.Window)
-	b = binary.BigEndian.AppendUint64(b, m.MaxMessage)
-	return b
+	b = append(b, m.Version, m.Flags, 0, 0)
+	return append(b, m.Session[:]...)
 }
 
-// ParseHello decodes a HELLO body. A body with the right magic but another
-// version yields an error wrapping ErrVersion and the Hello with its Version
-// set, so the caller can say which version the peer spoke.
-func ParseHello(body []byte) (Hello, error) {
-	var m Hello
-	if len(body) != HelloSize {
-		return m, malformed("hello of %d bytes", len(body))
-	}
-	if [4]byte(body[0:4]) != Magic {
-		return m, malformed("bad magic %q", body[0:4])
+// ParseHelloPrefix decodes the clear part of a HELLO body into m's
+// Version, Flags and Session and returns the rest (the Noise message). A
+// body with the right magic but another version yields an error wrapping
+// ErrVersion and m with its Version set, so the caller can say which
+// version the peer spoke.
+func ParseHelloPrefix(body []byte) (m Hello, rest []byte, err error) {
+	if len(body) < 5 || [4]byte(body[0:4]) != Magic {
+		return m, nil, malformed("not a multirail hello (%d bytes)", len(body))
 	}
 	m.Version = body[4]
 	if m.Version != Version {
-		return m, fmt.Errorf("%w: peer speaks version %d, this side speaks %d", ErrVersion, m.Version, Version)
+		return m, nil, fmt.Errorf("%w: peer speaks version %d, this side speaks %d", ErrVersion, m.Version, Version)
+	}
+	if len(body) != HelloSize {
+		return m, nil, malformed("hello of %d bytes", len(body))
 	}
 	m.Flags = body[5]
-	if m.Flags&^HelloRejoin != 0 {
-		return m, malformed("unknown hello flags %#x", m.Flags)
+	if m.Flags&^helloFlags != 0 {
+		return m, nil, malformed("unknown hello flags %#x", m.Flags)
 	}
-	if body[10] != 0 || body[11] != 0 {
-		return m, malformed("reserved hello bytes not zero")
+	if m.Flags&HelloRejoin != 0 && m.Flags&HelloJoin != 0 {
+		return m, nil, malformed("hello flags %#x: join and rejoin at once", m.Flags)
 	}
-	m.Rail = binary.BigEndian.Uint16(body[6:8])
-	m.Rails = binary.BigEndian.Uint16(body[8:10])
-	copy(m.Session[:], body[12:28])
-	copy(m.Nonce[:], body[28:44])
-	m.SegmentSize = binary.BigEndian.Uint32(body[44:48])
-	m.Window = binary.BigEndian.Uint64(body[48:56])
-	m.MaxMessage = binary.BigEndian.Uint64(body[56:64])
-	if m.Rails == 0 || m.Rail >= m.Rails {
-		return m, malformed("rail %d of %d", m.Rail, m.Rails)
+	if body[6] != 0 || body[7] != 0 {
+		return m, nil, malformed("reserved hello bytes not zero")
 	}
-	if m.SegmentSize < MinSegmentSize || m.SegmentSize > MaxSegmentSize {
-		return m, malformed("segment size %d (allowed %d..%d)", m.SegmentSize, MinSegmentSize, MaxSegmentSize)
-	}
-	return m, nil
+	copy(m.Session[:], body[8:24])
+	return m, body[HelloPrefixSize:], nil
 }
 
-// Challenge is the accepting side's answer to a Hello: its own nonce, its
-// proof that it knows the token, and its parameters.
+// AppendHelloParams appends the sealed part of a HELLO (the payload of
+// the first Noise message): rail, rails, four zero bytes, segment size,
+// window, largest message.
+func AppendHelloParams(b []byte, m Hello) []byte {
+	b = binary.BigEndian.AppendUint16(b, m.Rail)
+	b = binary.BigEndian.AppendUint16(b, m.Rails)
+	b = append(b, 0, 0, 0, 0)
+	b = binary.BigEndian.AppendUint32(b, m.SegmentSize)
+	b = binary.BigEndian.AppendUint64(b, m.Window)
+	return binary.BigEndian.AppendUint64(b, m.MaxMessage)
+}
+
+// ParseHelloParams decodes the sealed part of a HELLO into m.
+func ParseHelloParams(p []byte, m *Hello) error {
+	if len(p) != HelloParamsSize {
+		return malformed("hello parameters of %d bytes", len(p))
+	}
+	if [4]byte(p[4:8]) != [4]byte{} {
+		return malformed("reserved hello bytes not zero")
+	}
+	m.Rail = binary.BigEndian.Uint16(p[0:2])
+	m.Rails = binary.BigEndian.Uint16(p[2:4])
+	m.SegmentSize = binary.BigEndian.Uint32(p[8:12])
+	m.Window = binary.BigEndian.Uint64(p[12:20])
+	m.MaxMessage = binary.BigEndian.Uint64(p[20:28])
+	if m.Rails == 0 || m.Rail >= m.Rails {
+		return malformed("rail %d of %d", m.Rail, m.Rails)
+	}
+	if m.SegmentSize < MinSegmentSize || m.SegmentSize > MaxSegmentSize {
+		return malformed("segment size %d (allowed %d..%d)", m.SegmentSize, MinSegmentSize, MaxSegmentSize)
+	}
+	return nil
+}
+
+// AppendHello appends a whole HELLO frame to b: the clear prefix of m and
+// msg1, the first Noise message (which must be HelloSize-HelloPrefixSize
+// bytes).
+func AppendHello(b []byte, m Hello, msg1 []byte) []byte {
+	b = appendHeader(b, TypeHello, 0, uint32(HelloPrefixSize+len(msg1)))
+	b = AppendHelloPrefix(b, m)
+	return append(b, msg1...)
+}
+
+// Challenge is the accepting side's answer to a Hello: its parameters,
+// sealed in the second Noise message (the CHALLENGE body).
 type Challenge struct {
-	Version     uint8
-	Nonce       [16]byte
-	Proof       [32]byte
+	Flags       uint8 // ChallengePlaintext or 0
 	SegmentSize uint32
 	Window      uint64
 	MaxMessage  uint64
 }
 
-// AppendChallenge appends a whole CHALLENGE frame to b.
-func AppendChallenge(b []byte, m Challenge) []byte {
-	b = appendHeader(b, TypeChallenge, 0, ChallengeSize)
-	b = append(b, m.Version, 0, 0, 0)
-	b = append(b, m.Nonce[:]...)
-	b = append(b, m.Proof[:]...)
+// ChallengePlaintext: the acceptor agrees to frames in clear (the dialer
+// asked with HelloPlaintext and the acceptor allows it).
+const ChallengePlaintext uint8 = 0x01
+
+// AppendChallengeParams appends the sealed part of a CHALLENGE: flags,
+// three zero bytes, segment size, window, largest message.
+func AppendChallengeParams(b []byte, m Challenge) []byte {
+	b = append(b, m.Flags, 0, 0, 0)
 	b = binary.BigEndian.AppendUint32(b, m.SegmentSize)
 	b = binary.BigEndian.AppendUint64(b, m.Window)
-	b = binary.BigEndian.AppendUint64(b, m.MaxMessage)
-	return b
+	return binary.BigEndian.AppendUint64(b, m.MaxMessage)
 }
 
-// ParseChallenge decodes a CHALLENGE body.
-func ParseChallenge(body []byte) (Challenge, error) {
+// ParseChallengeParams decodes the sealed part of a CHALLENGE.
+func ParseChallengeParams(p []byte) (Challenge, error) {
 	var m Challenge
-	if len(body) != ChallengeSize {
-		return m, malformed("challenge of %d bytes", len(body))
+	if len(p) != ChallengeParams {
+		return m, malformed("challenge parameters of %d bytes", len(p))
 	}
-	m.Version = body[0]
-	if m.Version != Version {
-		return m, fmt.Errorf("%w: peer speaks version %d, this side speaks %d", ErrVersion, m.Version, Version)
+	m.Flags = p[0]
+	if m.Flags&^ChallengePlaintext != 0 {
+		return m, malformed("unknown challenge flags %#x", m.Flags)
 	}
-	if body[1] != 0 || body[2] != 0 || body[3] != 0 {
+	if p[1] != 0 || p[2] != 0 || p[3] != 0 {
 		return m, malformed("reserved challenge bytes not zero")
 	}
-	copy(m.Nonce[:], body[4:20])
-	copy(m.Proof[:], body[20:52])
-	m.SegmentSize = binary.BigEndian.Uint32(body[52:56])
-	m.Window = binary.BigEndian.Uint64(body[56:64])
-	m.MaxMessage = binary.BigEndian.Uint64(body[64:72])
+	m.SegmentSize = binary.BigEndian.Uint32(p[4:8])
+	m.Window = binary.BigEndian.Uint64(p[8:16])
+	m.MaxMessage = binary.BigEndian.Uint64(p[16:24])
 	if m.SegmentSize < MinSegmentSize || m.SegmentSize > MaxSegmentSize {
 		return m, malformed("segment size %d (allowed %d..%d)", m.SegmentSize, MinSegmentSize, MaxSegmentSize)
 	}
 	return m, nil
 }
 
-// Auth is the dialing side's proof that it knows the token.
-type Auth struct {
-	Proof [32]byte
-	// Window repeats the dialer's window (it must equal the Hello's).
-	Window uint64
-}
-
-// AppendAuth appends a whole AUTH frame to b.
-func AppendAuth(b []byte, m Auth) []byte {
-	b = appendHeader(b, TypeAuth, 0, AuthSize)
-	b = append(b, m.Proof[:]...)
-	return binary.BigEndian.AppendUint64(b, m.Window)
-}
-
-// ParseAuth decodes an AUTH body.
-func ParseAuth(body []byte) (Auth, error) {
-	var m Auth
-	if len(body) != AuthSize {
-		return m, malformed("auth of %d bytes", len(body))
-	}
-	copy(m.Proof[:], body[:32])
-	m.Window = binary.BigEndian.Uint64(body[32:40])
-	return m, nil
+// AppendSealed appends a handshake frame of type typ (CHALLENGE, AUTH or
+// WELCOME) whose body is the opaque, sealed body.
+func AppendSealed(b []byte, typ uint8, body []byte) []byte {
+	b = appendHeader(b, typ, 0, uint32(len(body)))
+	return append(b, body...)
 }
 
 // Reject codes.
@@ -342,9 +383,6 @@ func ParseReject(body []byte) (Reject, error) {
 	}
 	return Reject{Code: binary.BigEndian.Uint16(body[:2]), Reason: string(body[2:])}, nil
 }
-
-// AppendWelcome appends a WELCOME frame (the handshake succeeded).
-func AppendWelcome(b []byte) []byte { return appendHeader(b, TypeWelcome, 0, 0) }
 
 // AppendPing appends a PING frame (keeps an idle rail alive).
 func AppendPing(b []byte) []byte { return appendHeader(b, TypePing, 0, 0) }
@@ -508,11 +546,7 @@ func DecodeFrame(b []byte, lim Limits) (Header, int, error) {
 	body := b[HeaderSize:n]
 	switch h.Type {
 	case TypeHello:
-		_, err = ParseHello(body)
-	case TypeChallenge:
-		_, err = ParseChallenge(body)
-	case TypeAuth:
-		_, err = ParseAuth(body)
+		_, _, err = ParseHelloPrefix(body)
 	case TypeReject:
 		_, err = ParseReject(body)
 	case TypeAck:
