@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"time"
 
@@ -40,6 +41,12 @@ const (
 	MinDispatchInterval = 10 * time.Millisecond
 	MaxDispatchInterval = time.Second
 )
+
+// PlaintextEnv set to "1" (or "true") has the effect of Config.Plaintext
+// in every Config of the process and of the processes it starts (the
+// command line's --plaintext sets it); "0", "false" or unset leave
+// Config.Plaintext alone.
+const PlaintextEnv = "MULTIRAIL_PLAINTEXT"
 
 // TokenEnv is the environment variable read when Config.Token is empty;
 // TokenFileEnv names a file read when that is empty too.
@@ -141,6 +148,7 @@ type Config struct {
 	// "Security"). The handshake is authenticated either way. Frames are
 	// in clear only when both sides set it; otherwise every frame is
 	// sealed (AES-256-GCM under per-rail keys from the handshake).
+	// MULTIRAIL_PLAINTEXT=1 in the environment sets it too (PlaintextEnv).
 	Plaintext bool
 	// Seed seeds the scheduler's random source.
 	Seed uint64
@@ -306,6 +314,13 @@ func (c Config) validate(dialing bool) (config, error) {
 		if _, err := c.newScheduler(len(rails)); err != nil {
 			return config{}, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
+	}
+	switch v := os.Getenv(PlaintextEnv); v {
+	case "", "0", "false":
+	case "1", "true":
+		c.Plaintext = true
+	default:
+		return config{}, cfgErr(PlaintextEnv, fmt.Sprintf("%q", v), `"1", "true", "0", "false" or unset`)
 	}
 	tok, err := token.Resolve(c.Token)
 	if err != nil {

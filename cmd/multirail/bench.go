@@ -157,10 +157,10 @@ func (f *benchFlags) plan() (benchPlan, error) {
 	}
 	switch f.baseline {
 	case "":
-	case "tcp":
+	case "tcp", "tls":
 		p.baseline = true
 	default:
-		return p, usagef("--baseline %q: allowed tcp (or leave it out)", f.baseline)
+		return p, usagef("--baseline %q: allowed tcp or tls (or leave it out)", f.baseline)
 	}
 	return p, nil
 }
@@ -239,14 +239,14 @@ runs every scheduler once per interval, e.g. --dispatch 0,10ms,100ms.`,
 	fl.StringVar(&f.size, "size", "4MiB", "message size ("+sizeForm+")")
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "how long each scheduler sends")
 	fl.StringVar(&f.load, "load", "", "background load steps RAIL:FRACTION@T, comma-separated")
-	fl.StringVar(&f.baseline, "baseline", "", "also measure a plain TCP stream over the same kind of path (tcp), in slices taken in turns with each run")
+	fl.StringVar(&f.baseline, "baseline", "", "also measure one stream over the same kind of path, in slices taken in turns with each run: plain TCP (tcp) or TLS 1.3 over TCP (tls, crypto/tls)")
 	fl.StringVar(&f.segment, "segment", "", "segment size (default 64KiB)")
 	fl.IntVar(&f.queue, "queue", 0, "per-rail send-queue depth in segments (default 16)")
 	fl.IntVar(&f.window, "window", 0, "concurrent sends in flight (0 = auto: 8 MiB worth, 4..256)")
 	fl.StringVar(&f.schedOpt, "sched-opt", "", "constants of the learning schedulers as key=value,... (e.g. k=16,beta=0.2,epsilon=0.05; see docs/scheduler.md)")
 	fl.StringVar(&f.dispatch, "dispatch", "0", "send-queue dispatch: 0 = continuous, or a timer interval 10ms..1s; comma-separated to compare several")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object on stdout")
-	fl.BoolVar(&f.rtt, "rtt", false, "also measure the 1-byte round trip (implied by --baseline tcp)")
+	fl.BoolVar(&f.rtt, "rtt", false, "also measure the 1-byte round trip (implied by --baseline)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr")
 	return cmd
 }
@@ -283,7 +283,7 @@ func runBench(ctx context.Context, g *globals, f *benchFlags, p benchPlan) error
 	var tcp *bench.TCPPath
 	if p.baseline && len(p.loads) == 0 {
 		var err error
-		if tcp, err = bench.NewTCPPath(ctx, p.specs[0], p.size); err != nil {
+		if tcp, err = bench.NewTCPPath(ctx, p.specs[0], p.size, f.baseline == "tls"); err != nil {
 			return fmt.Errorf("baseline: %w", err)
 		}
 		defer tcp.Close()
@@ -313,7 +313,7 @@ func runBench(ctx context.Context, g *globals, f *benchFlags, p benchPlan) error
 		b := tcp.Result()
 		rep.Baseline = &b
 	} else if p.baseline {
-		b, err := bench.TCPBaseline(ctx, p.specs[0], p.size, p.duration)
+		b, err := bench.TCPBaseline(ctx, p.specs[0], p.size, p.duration, f.baseline == "tls")
 		if err != nil {
 			return fmt.Errorf("baseline: %w", err)
 		}
@@ -365,12 +365,12 @@ func printBenchTable(w io.Writer, rep benchReport) {
 			strings.Join(per, "/"), dur(r.LatencyP50), dur(r.LatencyP99), rtt)
 	}
 	if b := rep.Baseline; b != nil {
-		fmt.Fprintf(tw, "plain TCP\t%s\t-\t-\t-\t-\t-\t%s\t\n", mbit(b.GoodputBps), dur(b.LatencyP50))
+		fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t%s\t\n", baselineName(b), mbit(b.GoodputBps), dur(b.LatencyP50))
 	}
 	tw.Flush()
 	if b := rep.Baseline; b != nil && b.GoodputBps > 0 {
 		for _, r := range rep.Results {
-			fmt.Fprintf(w, "%s vs plain TCP: goodput %.2fx", runLabel(r.Sched, r.DispatchS), r.GoodputBps/b.GoodputBps)
+			fmt.Fprintf(w, "%s vs %s: goodput %.2fx", runLabel(r.Sched, r.DispatchS), baselineName(b), r.GoodputBps/b.GoodputBps)
 			if r.RTTP50 > 0 && b.LatencyP50 > 0 {
 				fmt.Fprintf(w, ", 1-byte round trip %.2fx", r.RTTP50/b.LatencyP50)
 			}
@@ -389,3 +389,11 @@ func runLabel(sched string, dispatchS float64) string {
 }
 
 func dur(s float64) string { return time.Duration(s * 1e9).Round(time.Microsecond / 10).String() }
+
+// baselineName is how tables name a baseline.
+func baselineName(b *bench.Baseline) string {
+	if b.Kind == "tls" {
+		return "TLS 1.3"
+	}
+	return "plain TCP"
+}

@@ -204,7 +204,7 @@ func runDemo(ctx context.Context, g *globals, f *demoFlags) error {
 	if !f.quiet {
 		fmt.Fprintf(g.stderr, "plain TCP: running for %v on %s\n", baseDur, specs[0].String())
 	}
-	rep.Baseline, err = bench.TCPBaseline(ctx, specs[0], demoSize, baseDur)
+	rep.Baseline, err = bench.TCPBaseline(ctx, specs[0], demoSize, baseDur, false)
 	if err != nil {
 		return fail(fmt.Errorf("demo baseline: %w", err))
 	}

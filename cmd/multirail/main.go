@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/multirail/multirail"
 	"github.com/spf13/cobra"
 )
 
@@ -46,9 +47,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 type globals struct {
-	verbose bool
-	stdout  io.Writer
-	stderr  io.Writer
+	verbose   bool
+	plaintext bool
+	stdout    io.Writer
+	stderr    io.Writer
 }
 
 func (g *globals) logger() *slog.Logger {
@@ -71,6 +73,14 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log debug messages to stderr")
+	root.PersistentFlags().BoolVar(&g.plaintext, "plaintext", false,
+		"send frames in clear after the (still authenticated) handshake, on fabrics the job trusts: faster, but anyone on the path can read and alter the data; both ends must ask (sets "+multirail.PlaintextEnv+"=1 for this process and what it starts)")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if g.plaintext {
+			return os.Setenv(multirail.PlaintextEnv, "1")
+		}
+		return nil
+	}
 	root.AddCommand(newBench(g), newServe(g), newSend(g), newDemo(g), newSim(g), newLab(g), newTrain(g), newRun(g), newOSU(g), newEnv(g), newToken(g))
 	// Unknown subcommands and stray arguments are usage errors too.
 	root.Args = func(_ *cobra.Command, args []string) error {

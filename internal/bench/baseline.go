@@ -2,8 +2,15 @@ package bench
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"sync"
 	"time"
@@ -13,8 +20,11 @@ import (
 	"github.com/multirail/multirail/internal/topo"
 )
 
-// Baseline is a plain TCP stream over the same kind of path.
+// Baseline is a plain TCP stream (or one TLS 1.3 stream) over the same
+// kind of path.
 type Baseline struct {
+	// Kind is "tcp" or "tls".
+	Kind       string  `json:"kind"`
 	GoodputBps float64 `json:"goodput_bps"`
 	// LatencyP50 is the 1-byte round trip of plain TCP (compare with
 	// Result.RTTP50).
@@ -32,7 +42,8 @@ type TCPPath struct {
 	msg        []byte
 	ln         net.Listener
 	link       *emu.Link
-	cc, pc     net.Conn // the stream's writer, the round trips' client
+	tls        *tls.Config // non-nil: both connections are TLS 1.3
+	cc, pc     net.Conn    // the stream's writer, the round trips' client
 	sc, echo   net.Conn
 	readerDone chan struct{}
 	echoDone   chan struct{}
@@ -47,16 +58,26 @@ type TCPPath struct {
 }
 
 // NewTCPPath connects a plain TCP stream and a round-trip connection over
-// a path like spec; the stream writes size-byte messages.
-func NewTCPPath(ctx context.Context, spec emu.Spec, size int) (*TCPPath, error) {
+// a path like spec; the stream writes size-byte messages. With withTLS,
+// both connections run TLS 1.3 (crypto/tls, its default cipher suite
+// choice, a throw-away ECDSA P-256 certificate): the encrypted stream
+// multirail's sealed frames are measured against.
+func NewTCPPath(ctx context.Context, spec emu.Spec, size int, withTLS bool) (*TCPPath, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("bench: baseline message size %d; want > 0", size)
+	}
+	var tc *tls.Config
+	if withTLS {
+		var err error
+		if tc, err = selfSigned(); err != nil {
+			return nil, err
+		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	t := &TCPPath{ln: ln, msg: Payload(size), readerDone: make(chan struct{}), echoDone: make(chan struct{})}
+	t := &TCPPath{ln: ln, tls: tc, msg: Payload(size), readerDone: make(chan struct{}), echoDone: make(chan struct{})}
 	addrs, links, err := topo.Links(ln.Addr().String(), []emu.Spec{spec}, nil, nil)
 	if err != nil {
 		_ = ln.Close()
@@ -96,7 +117,51 @@ func (t *TCPPath) connect(ctx context.Context, addr string) (net.Conn, net.Conn,
 		_ = c.Close()
 		return nil, nil, a.err
 	}
-	return c, a.c, nil
+	if t.tls == nil {
+		return c, a.c, nil
+	}
+	cc, sc := tls.Client(c, t.tls), tls.Server(a.c, t.tls)
+	herr := make(chan error, 1)
+	go func() { herr <- sc.HandshakeContext(ctx) }()
+	err = cc.HandshakeContext(ctx)
+	if err2 := <-herr; err == nil {
+		err = err2
+	}
+	if err != nil {
+		_ = c.Close()
+		_ = a.c.Close()
+		return nil, nil, fmt.Errorf("bench: TLS baseline handshake: %w", err)
+	}
+	return cc, sc, nil
+}
+
+// selfSigned returns a TLS 1.3 configuration for both ends of a loopback
+// baseline: a fresh self-signed certificate for "localhost", trusted by
+// the client side.
+func selfSigned() (*tls.Config, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"}, DNSNames: []string{"localhost"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &tls.Config{
+		MinVersion: tls.VersionTLS13, ServerName: "localhost", RootCAs: pool,
+		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert}},
+	}, nil
 }
 
 // reader counts the stream's bytes until it ends.
@@ -185,7 +250,10 @@ func (t *TCPPath) Ping(ctx context.Context, n int) error {
 // Result is the goodput of every Stream so far and the median of every
 // round trip.
 func (t *TCPPath) Result() Baseline {
-	var b Baseline
+	b := Baseline{Kind: "tcp"}
+	if t.tls != nil {
+		b.Kind = "tls"
+	}
 	if t.took > 0 {
 		b.GoodputBps = float64(t.written) * 8 / t.took.Seconds()
 	}
@@ -216,8 +284,8 @@ func (t *TCPPath) Close() error {
 // TCPBaseline measures one plain TCP stream over a path like spec with
 // size-byte writes for duration, then 2000 1-byte round trips, in one
 // piece (Options.Baseline takes them in slices between multirail's).
-func TCPBaseline(ctx context.Context, spec emu.Spec, size int, duration time.Duration) (Baseline, error) {
-	t, err := NewTCPPath(ctx, spec, size)
+func TCPBaseline(ctx context.Context, spec emu.Spec, size int, duration time.Duration, withTLS bool) (Baseline, error) {
+	t, err := NewTCPPath(ctx, spec, size, withTLS)
 	if err != nil {
 		return Baseline{}, err
 	}

@@ -11,7 +11,7 @@ import (
 
 func newTCPPath(t *testing.T, spec emu.Spec, size int) *TCPPath {
 	t.Helper()
-	p, err := NewTCPPath(context.Background(), spec, size)
+	p, err := NewTCPPath(context.Background(), spec, size, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestTCPPath(t *testing.T) {
 }
 
 func TestNewTCPPathRefusesSize(t *testing.T) {
-	if _, err := NewTCPPath(context.Background(), emu.Spec{Kind: emu.KindLoop}, 0); err == nil {
+	if _, err := NewTCPPath(context.Background(), emu.Spec{Kind: emu.KindLoop}, 0, false); err == nil {
 		t.Fatal("size 0 accepted")
 	}
 }
