@@ -59,12 +59,12 @@ type Conn struct {
 	// plaintext: both sides chose frames in clear (Config.Plaintext);
 	// otherwise every frame is sealed with its rail's keys.
 	plaintext bool
-	sid     uint64
-	start   time.Time
-	rails   []*rail
-	peerMax uint64     // the largest message the peer accepts
-	peer    peerParams // what the peer announced; rejoins must match it
-	hooks   connHooks
+	sid       uint64
+	start     time.Time
+	rails     []*rail
+	peerMax   uint64     // the largest message the peer accepts
+	peer      peerParams // what the peer announced; rejoins must match it
+	hooks     connHooks
 	// layerStats adds the telemetry of a layer running over the Conn (a
 	// StageConn) to Stats; set by that layer, which the Conn does not know.
 	layerStats atomic.Pointer[func(*Stats)]

@@ -43,7 +43,7 @@ func (c *Conn) reader(r *rail) {
 // rstate is a rail's read-side state, owned by whoever holds rail.rdMu:
 // the rail's reader goroutine, or a Recv reading the rail itself.
 type rstate struct {
-	open      *hs.Cipher // opens what is read (nil: frames in clear)
+	open      *hs.Cipher                              // opens what is read (nil: frames in clear)
 	small     [wire.MaxControlBody + hs.Overhead]byte // a sealed header, fixed part or control body
 	sealed    []byte                                  // a sealed payload (at most wire.MaxPayload + hs.Overhead)
 	hb        [wire.DataHeaderSize]byte
