@@ -97,10 +97,12 @@
 //     handed to the rails, Send returns but the message stays in flight, and
 //     msg must then not be modified before Close.
 //   - Give both sides the same token: Config.Token or, when it is empty,
-//     the MULTIRAIL_TOKEN environment variable (TokenEnv). Both sides prove
-//     they know it with an HMAC-SHA256 challenge-response on every rail. An
-//     empty token on both sides means no secret at all; use that on trusted
-//     networks only. The traffic itself is not encrypted.
+//     the MULTIRAIL_TOKEN environment variable (TokenEnv). It is the
+//     pre-shared key of the Noise handshake (Noise_NNpsk0_25519_AESGCM_SHA256)
+//     that opens a session and derives its keys; every frame after it is
+//     sealed (AES-256-GCM) unless both sides set Config.Plaintext. An empty
+//     token on both sides means a key everyone knows; use that on trusted
+//     networks only.
 //   - Not touch Message.Data after passing it to Release.
 //
 // All methods of Conn and Listener are safe for concurrent use; concurrent

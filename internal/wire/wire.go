@@ -212,7 +212,7 @@ const (
 const (
 	NoiseKeySize    = 32
 	TagSize         = 16
-	HelloPrefixSize = 4 + 1 + 1 + 2 + 16   // 24
+	HelloPrefixSize = 4 + 1 + 1 + 2 + 16    // 24
 	HelloParamsSize = 2 + 2 + 4 + 4 + 8 + 8 // 28
 	ChallengeParams = 1 + 3 + 4 + 8 + 8     // 24
 )
