@@ -117,3 +117,42 @@ func resetRail(c *Conn, i int) {
 	}
 	_ = nc.Close()
 }
+
+// TestLabSlowRailStaysUp slows one of two tbf-shaped rails to a tenth of
+// its rate for 10 s in the middle of a transfer (tc qdisc change, as cross
+// traffic would): no rail may be taken down on either side, and every
+// message arrives whole. A rail is taken down for a lack of progress on
+// its socket, not for slow acknowledgements.
+func TestLabSlowRailStaysUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("lab tests build network namespaces; skipped with -short")
+	}
+	cfg := Config{RailTimeout: 200 * time.Millisecond}
+	a, b, l := labPair(t, cfg, 100e6, 100e6)
+	slowed := make(chan struct{})
+	var restoreErr error
+	// About 25 s of traffic at the full 200 Mbit/s: the slow phase falls
+	// in its middle whatever the machine does.
+	gap := transfer(t, a, b, 160, 4, 8<<20, func() {
+		if err := l.SetRate(1, l.Rate(1)/10); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			defer close(slowed)
+			time.Sleep(10 * time.Second) // the length of the slowdown under test
+			restoreErr = l.SetRate(1, l.Rate(1))
+		}()
+	})
+	<-slowed
+	if restoreErr != nil {
+		t.Fatal(restoreErr)
+	}
+	t.Logf("longest wait for a message after the slowdown began: %v", gap.Round(time.Millisecond))
+	for side, c := range map[string]*Conn{"dialer": a, "acceptor": b} {
+		for i, r := range c.Stats().Rails {
+			if r.Errors != 0 || r.Rejoins != 0 || !r.Up {
+				t.Errorf("%s: rail %d taken down %d times (rejoined %d, up %v): %s", side, i, r.Errors, r.Rejoins, r.Up, r.LastError)
+			}
+		}
+	}
+}

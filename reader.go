@@ -45,7 +45,7 @@ func (c *Conn) reader(r *rail) {
 type rstate struct {
 	open      *hs.Cipher                              // opens what is read (nil: frames in clear)
 	small     [wire.MaxControlBody + hs.Overhead]byte // a sealed header, fixed part or control body
-	sealed    []byte                                  // a sealed payload (at most wire.MaxPayload + hs.Overhead)
+	sealed    []byte                                  // a sealed payload record (at most hs.MaxRecord + hs.Overhead)
 	hb        [wire.DataHeaderSize]byte
 	body      [wire.MaxControlBody]byte
 	scratch   []byte // a segment read while the same one arrives elsewhere (Hold)
@@ -136,6 +136,24 @@ func (c *Conn) readRecord(r *rail, dst []byte, boundary bool) error {
 	return err
 }
 
+// readPayload fills dst with a DATA frame's payload: in clear, straight
+// from the socket; sealed, record by record (hs.MaxRecord bytes each),
+// each opened into its place in dst.
+func (c *Conn) readPayload(r *rail, dst []byte) error {
+	if r.rs.open == nil {
+		return c.read(r, dst, false)
+	}
+	for {
+		n := min(len(dst), hs.MaxRecord)
+		if err := c.readRecord(r, dst[:n], false); err != nil {
+			return err
+		}
+		if dst = dst[n:]; len(dst) == 0 {
+			return nil
+		}
+	}
+}
+
 // sealedBuf returns a buffer for a sealed record of n bytes.
 func (rs *rstate) sealedBuf(n int) []byte {
 	if n <= len(rs.small) {
@@ -147,20 +165,28 @@ func (rs *rstate) sealedBuf(n int) []byte {
 	return rs.sealed[:n]
 }
 
-// skipRecord reads and drops the next n bytes of the frame (a duplicate
-// segment's payload). In clear they are read through a small buffer, so
-// that a peer resending large segments makes the receiver allocate
-// nothing; sealed, the record is opened in place all the same, so that
-// the next one's nonce follows and nothing unauthenticated goes unseen.
-func (c *Conn) skipRecord(r *rail, n int) error {
+// skipPayload reads and drops a DATA payload of n bytes (a duplicate
+// segment's). In clear it is read through a small buffer, so that a peer
+// resending large segments makes the receiver allocate nothing; sealed,
+// each record is opened in place all the same (through a buffer of one
+// record), so that the nonces follow and nothing unauthenticated goes
+// unseen.
+func (c *Conn) skipPayload(r *rail, n int) error {
 	rs := &r.rs
 	if rs.open != nil {
-		buf := rs.sealedBuf(n + hs.Overhead)
-		if err := c.read(r, buf, false); err != nil {
-			return err
+		for {
+			k := min(n, hs.MaxRecord)
+			buf := rs.sealedBuf(k + hs.Overhead)
+			if err := c.read(r, buf, false); err != nil {
+				return err
+			}
+			if _, err := rs.open.Open(buf[:0], buf); err != nil {
+				return err
+			}
+			if n -= k; n == 0 {
+				return nil
+			}
 		}
-		_, err := rs.open.Open(buf[:0], buf)
-		return err
 	}
 	if rs.discard == nil {
 		rs.discard = make([]byte, discardChunk)
@@ -287,7 +313,7 @@ func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits) error {
 	}
 	switch verdict {
 	case reasm.Write:
-		err = c.readRecord(r, dst, false)
+		err = c.readPayload(r, dst)
 		if err == nil && d.Flags&wire.FlagCRC != 0 && wire.Checksum(dst) != d.CRC {
 			err = fmt.Errorf("%w: checksum mismatch in message %d at %d", wire.ErrMalformed, d.Message, d.Offset)
 		}
@@ -305,7 +331,7 @@ func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits) error {
 		r.bytesIn.Add(uint64(d.Len))
 	case reasm.Discard:
 		// A duplicate (a resend of what arrived already).
-		if err := c.skipRecord(r, int(d.Len)); err != nil {
+		if err := c.skipPayload(r, int(d.Len)); err != nil {
 			return c.readFail(r, err)
 		}
 	case reasm.Hold:
@@ -315,7 +341,7 @@ func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits) error {
 			rs.scratch = make([]byte, d.Len)
 		}
 		p := rs.scratch[:d.Len]
-		if err := c.readRecord(r, p, false); err != nil {
+		if err := c.readPayload(r, p); err != nil {
 			return c.readFail(r, err)
 		}
 		c.rmu.Lock()

@@ -152,7 +152,7 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 func (w *wstate) sealBatch() []byte {
 	size := len(w.ctl) + 2*hs.Overhead
 	for _, e := range w.batch {
-		size += wire.DataHeaderSize + len(e.Seg.payload) + 3*hs.Overhead
+		size += wire.DataHeaderSize + len(e.Seg.payload) + (2+hs.PayloadRecords(len(e.Seg.payload)))*hs.Overhead
 	}
 	if cap(w.out) < size {
 		w.out = make([]byte, 0, size)
@@ -162,7 +162,7 @@ func (w *wstate) sealBatch() []byte {
 		s := e.Seg
 		out = w.seal.Seal(out, s.hdr[:wire.HeaderSize])
 		out = w.seal.Seal(out, s.hdr[wire.HeaderSize:])
-		out = w.seal.Seal(out, s.payload)
+		out = hs.SealPayload(w.seal, out, s.payload)
 	}
 	w.out = out
 	return out

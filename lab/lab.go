@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -380,6 +381,28 @@ func (l *Lab) SetLink(rail int, up bool) error {
 	}
 	l.log.Debug("lab: link "+state, "rail", rail)
 	return runCmd(context.Background(), "ip", "-n", l.ns[0], "link", "set", RailDev(rail), state)
+}
+
+// SetRate reshapes rail's tbf on both sides to rateBps (burst sized for
+// it as at lab up), as cross traffic or a renegotiated link would slow it;
+// SetRate(rail, l.Rate(rail)) restores it.
+func (l *Lab) SetRate(rail int, rateBps float64) error {
+	if rail < 0 || rail >= l.Rails() {
+		return fmt.Errorf("lab: rail %d: allowed 0..%d", rail, l.Rails()-1)
+	}
+	if math.IsNaN(rateBps) || rateBps < MinRateBps || rateBps > MaxRateBps {
+		return fmt.Errorf("lab: rate %.0f bit/s: allowed %.0f..%.0f", rateBps, float64(MinRateBps), float64(MaxRateBps))
+	}
+	l.log.Debug("lab: rail rate", "rail", rail, "bps", rateBps)
+	for _, n := range l.ns {
+		err := runCmd(context.Background(), "tc", "-n", n, "qdisc", "change", "dev", RailDev(rail), "root", "tbf",
+			"rate", tcRate(rateBps), "burst", strconv.FormatInt(Burst(rateBps), 10),
+			"latency", strconv.FormatInt(l.cfg.TBFLatency.Microseconds(), 10)+"us")
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Command returns `ip netns exec <ns of side> name args...`.

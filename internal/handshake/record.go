@@ -14,18 +14,27 @@ import (
 //
 //   - the 8-byte frame header;
 //   - for DATA, the fixed part (wire.DataFixedSize bytes), then the
-//     payload, even an empty one;
+//     payload in records of MaxRecord bytes, the last one shorter (one
+//     empty record for an empty payload);
 //   - for every other frame, its body when it has one.
 //
-// A receiver thus opens the header before it trusts the length, and opens
-// a DATA frame's fixed part before it decides where the payload goes.
+// A receiver thus opens the header before it trusts the length, opens a
+// DATA frame's fixed part before it decides where the payload goes, and
+// needs a buffer of MaxRecord + Overhead bytes per rail, whatever segment
+// size the peer chose.
+
+// MaxRecord is the largest payload record.
+const MaxRecord = 64 << 10
+
+// PayloadRecords is the number of records a payload of n bytes takes.
+func PayloadRecords(n int) int { return max(1, (n+MaxRecord-1)/MaxRecord) }
 
 // SealedSize is the bytes on the wire of a frame with header h, sealed.
 func SealedSize(h wire.Header) int {
 	n := wire.HeaderSize + Overhead
 	switch {
 	case h.Type == wire.TypeData:
-		n += int(h.Len) + 2*Overhead
+		n += int(h.Len) + Overhead + PayloadRecords(int(h.Len)-wire.DataFixedSize)*Overhead
 	case h.Len > 0:
 		n += int(h.Len) + Overhead
 	}
@@ -44,10 +53,21 @@ func SealFrames(c *Cipher, dst, frames []byte) []byte {
 		switch {
 		case typ == wire.TypeData:
 			dst = c.Seal(dst, f[wire.HeaderSize:wire.DataHeaderSize])
-			dst = c.Seal(dst, f[wire.DataHeaderSize:])
+			dst = SealPayload(c, dst, f[wire.DataHeaderSize:])
 		case n > wire.HeaderSize:
 			dst = c.Seal(dst, f[wire.HeaderSize:])
 		}
 	}
 	return dst
+}
+
+// SealPayload appends the records of a DATA payload p to dst.
+func SealPayload(c *Cipher, dst, p []byte) []byte {
+	for {
+		n := min(len(p), MaxRecord)
+		dst = c.Seal(dst, p[:n])
+		if p = p[n:]; len(p) == 0 {
+			return dst
+		}
+	}
 }

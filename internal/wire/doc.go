@@ -3,10 +3,12 @@
 // REJECT), DATA segments, ACK, GOAWAY and PING. The format is specified in
 // docs/wire.md; this package is its reference implementation.
 //
-// It does no I/O, holds no state and starts no goroutines. It checks each
-// frame on its own; everything that needs more context is the caller's:
-// handshake proofs, the session id, Auth.Window equal to Hello.Window,
-// segments consistent with their message, duplicates, credit.
+// It does no I/O, holds no state, starts no goroutines and does no
+// cryptography: the Noise messages inside HELLO and CHALLENGE, the sealed
+// AUTH and WELCOME bodies and the sealed records of the session phase are
+// internal/handshake's. It checks each frame on its own; everything that
+// needs more context is the caller's: keys, the session id, segments
+// consistent with their message, duplicates, credit.
 //
 // What the caller must do:
 //
@@ -29,8 +31,8 @@
 //     Checksum(payload) together with FlagCRC, or leave both zero.
 //
 // Decoders never panic, whatever bytes they are given. Every error they
-// return wraps ErrMalformed, except two: a HELLO or CHALLENGE with the right
-// layout but another protocol version yields an error wrapping ErrVersion
+// return wraps ErrMalformed, except two: a HELLO with the right magic but
+// another protocol version (at any length) yields an error wrapping ErrVersion
 // (and not ErrMalformed), to be answered with REJECT RejectVersion; and
 // DecodeFrame returns ErrShort, which means "read more", not a bad frame.
 // PutData, ParseHeader and ParseData allocate nothing unless they return an

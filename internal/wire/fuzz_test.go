@@ -9,7 +9,9 @@ import (
 )
 
 // reencode parses the frame DecodeFrame accepted with the parser of its
-// type and encodes the result again with the matching encoder.
+// type and encodes the result again with the matching encoder. The bodies
+// of CHALLENGE, AUTH and WELCOME are sealed: opaque to the codec, they
+// only have a fixed length.
 func reencode(t *testing.T, frame []byte, h Header, lim Limits) []byte {
 	t.Helper()
 	body := frame[HeaderSize:]
@@ -18,18 +20,22 @@ func reencode(t *testing.T, frame []byte, h Header, lim Limits) []byte {
 	switch h.Type {
 	case TypeHello:
 		var m Hello
-		m, err = ParseHello(body)
-		out = AppendHello(nil, m)
-	case TypeChallenge:
-		var m Challenge
-		m, err = ParseChallenge(body)
-		out = AppendChallenge(nil, m)
-	case TypeAuth:
-		var m Auth
-		m, err = ParseAuth(body)
-		out = AppendAuth(nil, m)
-	case TypeWelcome:
-		out = AppendWelcome(nil)
+		var rest []byte
+		m, rest, err = ParseHelloPrefix(body)
+		if err != nil {
+			break
+		}
+		checkHelloPrefix(t, m)
+		if len(rest) != HelloSize-HelloPrefixSize || !bytes.Equal(rest, body[HelloPrefixSize:]) {
+			t.Fatalf("ParseHelloPrefix rest of %d bytes for a hello of %d", len(rest), len(body))
+		}
+		out = AppendHello(nil, m, rest)
+	case TypeChallenge, TypeAuth, TypeWelcome:
+		size := map[uint8]int{TypeChallenge: ChallengeSize, TypeAuth: AuthSize, TypeWelcome: WelcomeSize}[h.Type]
+		if len(body) != size {
+			t.Fatalf("accepted a frame of type %#x with a body of %d bytes (want %d)", h.Type, len(body), size)
+		}
+		out = AppendSealed(nil, h.Type, body)
 	case TypeReject:
 		var m Reject
 		m, err = ParseReject(body)
@@ -67,6 +73,37 @@ func reencode(t *testing.T, frame []byte, h Header, lim Limits) []byte {
 		t.Fatalf("DecodeFrame accepted a frame of type %#x its parser rejects: %v", h.Type, err)
 	}
 	return out
+}
+
+// checkHelloPrefix checks the promises ParseHelloPrefix makes about a
+// hello it accepts: this version, known flags, not join and rejoin at
+// once, and nothing but the clear fields set.
+func checkHelloPrefix(t *testing.T, m Hello) {
+	t.Helper()
+	if m.Version != Version {
+		t.Fatalf("accepted version %d", m.Version)
+	}
+	if m.Flags&^(HelloRejoin|HelloJoin|HelloPlaintext) != 0 {
+		t.Fatalf("accepted hello flags %#x", m.Flags)
+	}
+	if m.Flags&HelloRejoin != 0 && m.Flags&HelloJoin != 0 {
+		t.Fatalf("accepted join and rejoin at once (flags %#x)", m.Flags)
+	}
+	if m != helloPrefixOf(m) {
+		t.Fatalf("ParseHelloPrefix set fields of the sealed part: %+v", m)
+	}
+}
+
+// checkHelloParams checks the promises ParseHelloParams makes about the
+// parameters it accepts.
+func checkHelloParams(t *testing.T, m Hello) {
+	t.Helper()
+	if m.Rails == 0 || m.Rail >= m.Rails {
+		t.Fatalf("accepted rail %d of %d", m.Rail, m.Rails)
+	}
+	if m.SegmentSize < MinSegmentSize || m.SegmentSize > MaxSegmentSize {
+		t.Fatalf("accepted segment size %d", m.SegmentSize)
+	}
 }
 
 // checkData checks the promises ParseData makes about a segment it accepts.
@@ -109,11 +146,16 @@ func fuzzSeeds() [][]byte {
 	for _, rt := range roundTrips() {
 		stream = append(stream, rt.frame...)
 	}
+	// A HELLO of version 3: 64 bytes, the magic and version 3.
+	v3 := append(hdr(TypeHello, 0, 0, 0, 64), helloFrame(testHello)[HeaderSize:HeaderSize+64]...)
+	v3[HeaderSize+4] = 3
 	seeds := [][]byte{
-		AppendHello(nil, testHello),
-		AppendChallenge(nil, testChallenge),
-		AppendAuth(nil, testAuth),
-		AppendWelcome(nil),
+		helloFrame(testHello),
+		helloFrame(Hello{Version: Version, Flags: HelloJoin | HelloPlaintext, Rails: 1, SegmentSize: MinSegmentSize}),
+		v3,
+		challengeFrame(testChallenge),
+		AppendSealed(nil, TypeAuth, testTag),
+		AppendSealed(nil, TypeWelcome, testTag),
 		AppendReject(nil, Reject{Code: RejectAuth, Reason: "bad proof"}),
 		dataFrame(Data{Session: 1, Message: 1, Tag: 2, Total: 3000, Offset: testSeg}, payload(testSeg)),
 		dataFrame(crcData(Data{Session: 1, Message: 1, Tag: 2, Total: 3000, Offset: 2 * testSeg}, p), p),
@@ -141,8 +183,17 @@ func FuzzDecodeFrame(f *testing.F) {
 				if err != ErrShort && !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrVersion) {
 					t.Fatalf("error %q wraps neither ErrMalformed nor ErrVersion", err)
 				}
-				if errors.Is(err, ErrVersion) && h.Type != TypeHello && h.Type != TypeChallenge {
-					t.Fatalf("version error on frame type %#x", h.Type)
+				if errors.Is(err, ErrVersion) {
+					// Only a whole HELLO with the magic and another
+					// version.
+					if h.Type != TypeHello || len(b) < HeaderSize+int(h.Len) {
+						t.Fatalf("version error on frame type %#x of %d bytes (%d here)", h.Type, h.Len, len(b))
+					}
+					body := b[HeaderSize : HeaderSize+int(h.Len)]
+					m, _, perr := ParseHelloPrefix(body)
+					if !errors.Is(perr, ErrVersion) || len(body) < 5 || [4]byte(body[:4]) != Magic || m.Version != body[4] || m.Version == Version {
+						t.Fatalf("version error for hello %x: ParseHelloPrefix = %+v, %v", body, m, perr)
+					}
 				}
 				return
 			}
@@ -172,6 +223,128 @@ func FuzzDecodeFrame(f *testing.F) {
 				t.Fatalf("re-encoding changed the frame:\n got %x\nwant %x", out, frame)
 			}
 			b = b[n:]
+		}
+	})
+}
+
+// FuzzParseHelloPrefix: any body either fails (ErrVersion exactly when it
+// has the magic and another version, ErrMalformed otherwise), the same
+// way DecodeFrame judges it as a HELLO frame, or decodes to a prefix that
+// re-encodes to the same bytes.
+func FuzzParseHelloPrefix(f *testing.F) {
+	good := helloFrame(testHello)[HeaderSize:]
+	f.Add(good)
+	f.Add(helloFrame(Hello{Version: Version, Flags: HelloJoin | HelloPlaintext, Rails: 1, SegmentSize: MinSegmentSize})[HeaderSize:])
+	f.Add(mutate(good, func(b []byte) { b[4] = 3 })[:64])
+	f.Add([]byte("MRLY\x05"))
+	f.Add(good[:HelloPrefixSize])
+	f.Add(mutate(good, func(b []byte) { b[5] = HelloJoin | HelloRejoin }))
+	f.Add(mutate(good, func(b []byte) { b[7] = 1 }))
+	f.Add([]byte("GET / HTTP/1.1\r\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, rest, err := ParseHelloPrefix(b)
+		if len(b) <= MaxControlBody {
+			frame := append(hdr(TypeHello, 0, 0, 0, uint32(len(b))), b...)
+			_, n, ferr := DecodeFrame(frame, Limits{})
+			if (ferr == nil) != (err == nil) || errors.Is(ferr, ErrVersion) != errors.Is(err, ErrVersion) || (err == nil && n != len(frame)) {
+				t.Fatalf("as a frame: DecodeFrame = %d, %v; ParseHelloPrefix: %v", n, ferr, err)
+			}
+		}
+		otherVersion := len(b) >= 5 && [4]byte(b[:4]) == Magic && b[4] != Version
+		if err != nil {
+			if errors.Is(err, ErrVersion) != otherVersion {
+				t.Fatalf("error %q for a body with magic %q and version %d", err, b[:min(4, len(b))], b[min(4, len(b)-1)])
+			}
+			if otherVersion {
+				if errors.Is(err, ErrMalformed) {
+					t.Fatalf("version error %q wraps ErrMalformed", err)
+				}
+				if m.Version != b[4] {
+					t.Fatalf("version error with Version %d, the body says %d", m.Version, b[4])
+				}
+				return
+			}
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %q does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		if otherVersion || len(b) != HelloSize {
+			t.Fatalf("accepted a hello of %d bytes, version %d", len(b), b[4])
+		}
+		checkHelloPrefix(t, m)
+		if !bytes.Equal(rest, b[HelloPrefixSize:]) {
+			t.Fatalf("rest %x of body %x", rest, b)
+		}
+		if got := append(AppendHelloPrefix(nil, m), rest...); !bytes.Equal(got, b) {
+			t.Fatalf("re-encoding %+v gives %x, input %x", m, got, b)
+		}
+	})
+}
+
+// FuzzParseHelloParams: any input either fails with ErrMalformed or
+// decodes to parameters that re-encode to the same bytes, leaving the
+// fields of the clear prefix alone.
+func FuzzParseHelloParams(f *testing.F) {
+	good := AppendHelloParams(nil, testHello)
+	f.Add(good)
+	f.Add(AppendHelloParams(nil, Hello{Rail: 0, Rails: 1, SegmentSize: MinSegmentSize}))
+	f.Add(AppendHelloParams(nil, Hello{Rail: math.MaxUint16 - 1, Rails: math.MaxUint16, SegmentSize: MaxSegmentSize, Window: math.MaxUint64, MaxMessage: math.MaxUint64}))
+	f.Add(AppendHelloParams(nil, Hello{Rail: 3, Rails: 3, SegmentSize: MinSegmentSize}))
+	f.Add(AppendHelloParams(nil, Hello{Rails: 0, SegmentSize: MinSegmentSize}))
+	f.Add(AppendHelloParams(nil, Hello{Rails: 1, SegmentSize: MaxSegmentSize + 1}))
+	f.Add(mutate(good, func(b []byte) { b[5] = 1 }))
+	f.Add(good[:HelloParamsSize-1])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m := Hello{Version: 0xee, Flags: 0xdd, Session: seq16(0x77)}
+		if err := ParseHelloParams(b, &m); err != nil {
+			if !errors.Is(err, ErrMalformed) || errors.Is(err, ErrVersion) {
+				t.Fatalf("error %q does not wrap ErrMalformed only", err)
+			}
+			return
+		}
+		if len(b) != HelloParamsSize {
+			t.Fatalf("accepted parameters of %d bytes", len(b))
+		}
+		if m.Version != 0xee || m.Flags != 0xdd || m.Session != seq16(0x77) {
+			t.Fatalf("ParseHelloParams changed the prefix fields: %+v", m)
+		}
+		checkHelloParams(t, m)
+		if got := AppendHelloParams(nil, m); !bytes.Equal(got, b) {
+			t.Fatalf("re-encoding %+v gives %x, input %x", m, got, b)
+		}
+	})
+}
+
+// FuzzParseChallengeParams: any input either fails with ErrMalformed or
+// decodes to parameters that re-encode to the same bytes.
+func FuzzParseChallengeParams(f *testing.F) {
+	good := AppendChallengeParams(nil, testChallenge)
+	f.Add(good)
+	f.Add(AppendChallengeParams(nil, Challenge{SegmentSize: MaxSegmentSize, Window: math.MaxUint64, MaxMessage: math.MaxUint64}))
+	f.Add(AppendChallengeParams(nil, Challenge{Flags: 0x02, SegmentSize: MinSegmentSize}))
+	f.Add(AppendChallengeParams(nil, Challenge{SegmentSize: MinSegmentSize - 1}))
+	f.Add(mutate(good, func(b []byte) { b[2] = 1 }))
+	f.Add(good[:ChallengeParams-1])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := ParseChallengeParams(b)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) || errors.Is(err, ErrVersion) {
+				t.Fatalf("error %q does not wrap ErrMalformed only", err)
+			}
+			return
+		}
+		if len(b) != ChallengeParams {
+			t.Fatalf("accepted parameters of %d bytes", len(b))
+		}
+		if m.Flags&^ChallengePlaintext != 0 {
+			t.Fatalf("accepted challenge flags %#x", m.Flags)
+		}
+		if m.SegmentSize < MinSegmentSize || m.SegmentSize > MaxSegmentSize {
+			t.Fatalf("accepted segment size %d", m.SegmentSize)
+		}
+		if got := AppendChallengeParams(nil, m); !bytes.Equal(got, b) {
+			t.Fatalf("re-encoding %+v gives %x, input %x", m, got, b)
 		}
 	})
 }

@@ -267,7 +267,8 @@ func AppendHelloParams(b []byte, m Hello) []byte {
 	return binary.BigEndian.AppendUint64(b, m.MaxMessage)
 }
 
-// ParseHelloParams decodes the sealed part of a HELLO into m.
+// ParseHelloParams decodes the sealed part of a HELLO into m; on an error
+// m is left as it was.
 func ParseHelloParams(p []byte, m *Hello) error {
 	if len(p) != HelloParamsSize {
 		return malformed("hello parameters of %d bytes", len(p))
@@ -275,17 +276,17 @@ func ParseHelloParams(p []byte, m *Hello) error {
 	if [4]byte(p[4:8]) != [4]byte{} {
 		return malformed("reserved hello bytes not zero")
 	}
-	m.Rail = binary.BigEndian.Uint16(p[0:2])
-	m.Rails = binary.BigEndian.Uint16(p[2:4])
-	m.SegmentSize = binary.BigEndian.Uint32(p[8:12])
+	rail, rails := binary.BigEndian.Uint16(p[0:2]), binary.BigEndian.Uint16(p[2:4])
+	seg := binary.BigEndian.Uint32(p[8:12])
+	if rails == 0 || rail >= rails {
+		return malformed("rail %d of %d", rail, rails)
+	}
+	if seg < MinSegmentSize || seg > MaxSegmentSize {
+		return malformed("segment size %d (allowed %d..%d)", seg, MinSegmentSize, MaxSegmentSize)
+	}
+	m.Rail, m.Rails, m.SegmentSize = rail, rails, seg
 	m.Window = binary.BigEndian.Uint64(p[12:20])
 	m.MaxMessage = binary.BigEndian.Uint64(p[20:28])
-	if m.Rails == 0 || m.Rail >= m.Rails {
-		return malformed("rail %d of %d", m.Rail, m.Rails)
-	}
-	if m.SegmentSize < MinSegmentSize || m.SegmentSize > MaxSegmentSize {
-		return malformed("segment size %d (allowed %d..%d)", m.SegmentSize, MinSegmentSize, MaxSegmentSize)
-	}
 	return nil
 }
 
