@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/multirail/multirail/internal/reasm"
@@ -41,6 +42,14 @@ const (
 	MinDispatchInterval = 10 * time.Millisecond
 	MaxDispatchInterval = time.Second
 )
+
+// InsecureEnv set to "1" (or "true") has the effect of Config.Insecure in
+// every Config of the process and of the processes it starts (the command
+// line's --insecure sets it).
+const InsecureEnv = "MULTIRAIL_INSECURE"
+
+// MinTokenLength is the shortest token accepted unless Config.Insecure.
+const MinTokenLength = token.MinLength
 
 // PlaintextEnv set to "1" (or "true") has the effect of Config.Plaintext
 // in every Config of the process and of the processes it starts (the
@@ -95,11 +104,11 @@ type Config struct {
 	// Token is the shared secret both sides prove they know: the
 	// pre-shared key of a Noise handshake (Noise_NNpsk0, see
 	// docs/wire.md) that opens a session and derives its keys. Empty
-	// means the value of the
-	// MULTIRAIL_TOKEN environment variable, or when that is empty the
-	// contents of the file MULTIRAIL_TOKEN_FILE names (refused when
-	// anyone but its owner may read it); with neither, both sides must
-	// have none. `multirail token` prints a new random one.
+	// means the value of the MULTIRAIL_TOKEN environment variable, or when
+	// that is empty the contents of the file MULTIRAIL_TOKEN_FILE names
+	// (refused when anyone but its owner may read it). It must have at
+	// least MinTokenLength (32) characters unless Insecure. `multirail
+	// token` and NewToken make a new random one.
 	Token string
 	// MaxMessageSize is the largest message accepted, in bytes; 0 means
 	// 1 GiB. Sends of larger messages fail; a peer announcing one loses the
@@ -150,6 +159,12 @@ type Config struct {
 	// sealed (AES-256-GCM under per-rail keys from the handshake).
 	// MULTIRAIL_PLAINTEXT=1 in the environment sets it too (PlaintextEnv).
 	Plaintext bool
+	// Insecure accepts a token shorter than MinTokenLength (32)
+	// characters, or none at all (a key everyone knows), for tests and
+	// trusted networks; a warning is logged once per process. Without it
+	// such a token is a configuration error. MULTIRAIL_INSECURE=1 sets it
+	// too (InsecureEnv).
+	Insecure bool
 	// Seed seeds the scheduler's random source.
 	Seed uint64
 	// MaxHandshakes bounds the handshakes a Listener runs at once; more
@@ -315,16 +330,33 @@ func (c Config) validate(dialing bool) (config, error) {
 			return config{}, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
-	switch v := os.Getenv(PlaintextEnv); v {
-	case "", "0", "false":
-	case "1", "true":
-		c.Plaintext = true
-	default:
-		return config{}, cfgErr(PlaintextEnv, fmt.Sprintf("%q", v), `"1", "true", "0", "false" or unset`)
+	for _, e := range []struct {
+		name string
+		set  *bool
+	}{{PlaintextEnv, &c.Plaintext}, {InsecureEnv, &c.Insecure}} {
+		switch v := os.Getenv(e.name); v {
+		case "", "0", "false":
+		case "1", "true":
+			*e.set = true
+		default:
+			return config{}, cfgErr(e.name, fmt.Sprintf("%q", v), `"1", "true", "0", "false" or unset`)
+		}
 	}
 	tok, err := token.Resolve(c.Token)
 	if err != nil {
 		return config{}, fmt.Errorf("%w: Token: %w", ErrConfig, err)
+	}
+	if len(tok) < MinTokenLength {
+		if !c.Insecure {
+			what := fmt.Sprintf("%d characters", len(tok))
+			if tok == "" {
+				what = "none (Token, " + TokenEnv + " and " + TokenFileEnv + " all empty)"
+			}
+			return config{}, cfgErr("Token", what, fmt.Sprintf("at least %d characters (`multirail token` prints one), or Insecure (--insecure, %s=1) on a trusted network", MinTokenLength, InsecureEnv))
+		}
+		weakTokenOnce.Do(func() {
+			c.Logger.Warn("insecure: a token shorter than 32 characters (or none): anyone who can guess it can open sessions and read the traffic", "length", len(tok))
+		})
 	}
 	return config{Config: c, token: []byte(tok)}, nil
 }
@@ -343,3 +375,11 @@ func (c Config) newScheduler(rails int) (sched.Scheduler, error) {
 // creditBatch is how much returned credit is announced at once rather
 // than lazily: an eighth of the window.
 func (c config) creditBatch() uint64 { return uint64(c.MaxReceiveBuffer) / 8 }
+
+// NewToken returns a fresh random token (32 bytes from crypto/rand,
+// base64url, 43 characters), as `multirail token` prints: for a program
+// that starts both ends of its connections itself.
+func NewToken() string { return token.Generate() }
+
+// weakTokenOnce logs the warning about a weak token once per process.
+var weakTokenOnce sync.Once

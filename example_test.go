@@ -11,11 +11,17 @@ import (
 	"github.com/multirail/multirail"
 )
 
+// token is the secret both ends share. In practice it comes from
+// `multirail token`, handed to both hosts in MULTIRAIL_TOKEN or in a file
+// named by MULTIRAIL_TOKEN_FILE (then Config.Token stays empty); a program
+// that starts both ends itself, as these examples do, makes a fresh one.
+var token = multirail.NewToken()
+
 // connect listens on loopback and dials it over two rails. Both rails go to
 // the listener's address; on real hosts each rail would name another remote
 // address (and Rail.Local a local one) to use another NIC.
 func connect(ctx context.Context, dialCfg multirail.Config) (client, server *multirail.Conn, err error) {
-	ln, err := multirail.Listen("127.0.0.1:0", multirail.Config{})
+	ln, err := multirail.Listen("127.0.0.1:0", multirail.Config{Token: token})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -55,7 +61,7 @@ func ExampleDial() {
 	defer cancel()
 
 	// The receiving side.
-	ln, err := multirail.Listen("127.0.0.1:0", multirail.Config{})
+	ln, err := multirail.Listen("127.0.0.1:0", multirail.Config{Token: token})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -80,6 +86,7 @@ func ExampleDial() {
 	// The sending side: two rails, both to the listener here.
 	addr := ln.Addr().String()
 	c, err := multirail.Dial(ctx, multirail.Config{
+		Token: token,
 		Rails: []multirail.Rail{
 			{Name: "rail0", Addr: addr},
 			{Name: "rail1", Addr: addr},
@@ -99,7 +106,7 @@ func ExampleDial() {
 func ExampleConn_Stats() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	client, server, err := connect(ctx, multirail.Config{Scheduler: "roundrobin"})
+	client, server, err := connect(ctx, multirail.Config{Token: token, Scheduler: "roundrobin"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -164,14 +171,14 @@ func ExampleConfig() {
 // first feedback on, for a deterministic output).
 func ExampleStageConn() {
 	ctx := context.Background()
-	ln, err := multirail.Listen("127.0.0.1:0", multirail.Config{})
+	ln, err := multirail.Listen("127.0.0.1:0", multirail.Config{Token: token})
 	if err != nil {
 		panic(err)
 	}
 	defer ln.Close()
 	accepted := make(chan *multirail.Conn)
 	go func() { c, _ := ln.Accept(ctx); accepted <- c }()
-	c, err := multirail.Dial(ctx, multirail.Config{Rails: []multirail.Rail{{Addr: ln.Addr().String()}}})
+	c, err := multirail.Dial(ctx, multirail.Config{Token: token, Rails: []multirail.Rail{{Addr: ln.Addr().String()}}})
 	if err != nil {
 		panic(err)
 	}
@@ -212,7 +219,7 @@ func ExampleNewListener() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ln, err := multirail.NewListener(sock, multirail.Config{})
+	ln, err := multirail.NewListener(sock, multirail.Config{Token: token})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -221,6 +228,7 @@ func ExampleNewListener() {
 	addr := sock.Addr().String()
 	var dialer net.Dialer
 	cfg := multirail.Config{
+		Token: token,
 		Rails: []multirail.Rail{{Name: "a", Addr: addr}, {Name: "b", Addr: addr}},
 		DialRail: func(ctx context.Context, r multirail.Rail) (net.Conn, error) {
 			return dialer.DialContext(ctx, "tcp", r.Addr)

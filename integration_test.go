@@ -24,7 +24,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs the tests with short tokens allowed (InsecureEnv): most
+// tests use a short one, or none; TestWeakTokenRefused checks the rule.
+func TestMain(m *testing.M) {
+	os.Setenv(InsecureEnv, "1")
+	goleak.VerifyTestMain(m)
+}
 
 // emuPair connects a dialer and an acceptor over emulated links of the
 // given rates; links[i] carries rail i.
@@ -866,5 +871,43 @@ func TestSlowRailStaysUp(t *testing.T) {
 		if r.Errors != 0 || r.Rejoins != 0 {
 			t.Errorf("rail %d taken down %d times (rejoined %d): %s", i, r.Errors, r.Rejoins, r.LastError)
 		}
+	}
+}
+
+// TestWeakTokenRefused: a token shorter than MinTokenLength, or none, is a
+// configuration error naming its length (never the token) unless Insecure
+// (or InsecureEnv) allows it; a generated token passes.
+func TestWeakTokenRefused(t *testing.T) {
+	t.Setenv(InsecureEnv, "")
+	t.Setenv(TokenEnv, "")
+	t.Setenv(TokenFileEnv, "")
+	for _, c := range []struct {
+		cfg  Config
+		want string // "" = accepted
+	}{
+		{Config{}, "Token = none"},
+		{Config{Token: "hunter2"}, "Token = 7 characters"},
+		{Config{Token: strings.Repeat("x", MinTokenLength-1)}, "Token = 31 characters"},
+		{Config{Token: strings.Repeat("x", MinTokenLength)}, ""},
+		{Config{Token: "hunter2", Insecure: true}, ""},
+		{Config{Insecure: true}, ""},
+	} {
+		err := c.cfg.Validate()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%+v: %v, want accepted", c.cfg, err)
+		case c.want != "" && (!errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "multirail token")):
+			t.Errorf("%+v: %v, want ErrConfig with %q and the way out", c.cfg, err, c.want)
+		case err != nil && c.cfg.Token != "" && strings.Contains(err.Error(), c.cfg.Token):
+			t.Errorf("the error shows the token: %v", err)
+		}
+	}
+	t.Setenv(InsecureEnv, "1")
+	if err := (Config{Token: "hunter2"}).Validate(); err != nil {
+		t.Errorf("with %s=1: %v", InsecureEnv, err)
+	}
+	t.Setenv(InsecureEnv, "yes")
+	if err := (Config{}).Validate(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), InsecureEnv) {
+		t.Errorf("%s=yes: %v, want ErrConfig naming it", InsecureEnv, err)
 	}
 }

@@ -51,6 +51,7 @@ type rstate struct {
 	scratch   []byte // a segment read while the same one arrives elsewhere (Hold)
 	discard   []byte // duplicates are read through it (discardChunk bytes)
 	lastDL    time.Time
+	sinceDL   int  // bytes read since the read deadline was last set
 	prompt    bool // a frame the sender waits for is not acknowledged yet
 	sinceAck  int  // bytes received since the last ACK was asked for
 	completed bool
@@ -75,7 +76,7 @@ func (c *Conn) unpoke(r *rail) bool {
 	r.poked = false
 	now := time.Now()
 	_ = r.c.SetReadDeadline(now.Add(c.cfg.IdleTimeout))
-	r.rs.lastDL = now
+	r.rs.lastDL, r.rs.sinceDL = now, 0
 	return true
 }
 
@@ -85,14 +86,16 @@ func (c *Conn) unpoke(r *rail) bool {
 // checks its context before the next frame). The caller holds r.rdMu.
 //
 // A long frame on a slow rail may take longer than IdleTimeout to arrive:
-// while at least minProgress bytes of it arrived since the deadline was
-// last set, the deadline moves on (a peer trickling a few bytes is still
-// cut off).
+// while at least minProgress bytes arrived since the deadline was last set
+// (in this read or the frame's earlier ones: a sealed frame is read record
+// by record), the deadline moves on (a peer trickling a few bytes is
+// still cut off).
 func (c *Conn) read(r *rail, p []byte, boundary bool) error {
-	n, mark := 0, 0 // bytes read, and read when the deadline was last set
+	n := 0
 	for {
 		k, err := r.br.ReadFullN(p[n:])
 		n += k
+		r.rs.sinceDL += k
 		if err == nil {
 			return nil
 		}
@@ -100,7 +103,7 @@ func (c *Conn) read(r *rail, p []byte, boundary bool) error {
 			return err
 		}
 		if !c.unpoke(r) {
-			if n-mark < minProgress {
+			if r.rs.sinceDL < minProgress {
 				return err
 			}
 			now := time.Now()
@@ -109,7 +112,7 @@ func (c *Conn) read(r *rail, p []byte, boundary bool) error {
 				_ = r.c.SetReadDeadline(now.Add(c.cfg.IdleTimeout))
 			}
 			r.pokeMu.Unlock()
-			r.rs.lastDL, mark = now, n
+			r.rs.lastDL, r.rs.sinceDL = now, 0
 			continue
 		}
 		if boundary && n == 0 && r.br.Buffered() == 0 {
@@ -229,7 +232,7 @@ func (c *Conn) readFrame(r *rail) error {
 	lim := c.re.Limits()
 	if now := time.Now(); now.Sub(rs.lastDL) > c.cfg.IdleTimeout/4 {
 		_ = r.c.SetReadDeadline(now.Add(c.cfg.IdleTimeout))
-		rs.lastDL = now
+		rs.lastDL, rs.sinceDL = now, 0
 	}
 	if err := c.readRecord(r, rs.hb[:wire.HeaderSize], true); err != nil {
 		if err == errPoked {

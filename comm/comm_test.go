@@ -3,9 +3,13 @@ package comm
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/multirail/multirail"
+	"github.com/multirail/multirail/comm/launch"
 )
 
 func local(t *testing.T, n int, cfg Config) []*Comm {
@@ -73,4 +77,24 @@ func TestLocalSmoke(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestOneHostNeedsNoToken: ranks on one host with no token given and short
+// tokens not allowed meet through their file:// store's own token (see
+// rdzv.FileToken) and run a collective; a job across hosts (tcp://
+// rendezvous) with no token is refused, naming the way out.
+func TestOneHostNeedsNoToken(t *testing.T) {
+	t.Setenv(multirail.InsecureEnv, "")
+	t.Setenv(multirail.TokenEnv, "")
+	t.Setenv(multirail.TokenFileEnv, "")
+	cs := local(t, 3, Config{})
+	each(t, cs, func(ctx context.Context, c *Comm) error { return c.Barrier(ctx) })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info := launch.Info{Launcher: "env", Rank: 1, Size: 2, LocalRank: 1, LocalSize: 1, JobID: "t", Rdzv: "tcp://127.0.0.1:1"}
+	_, err := Start(ctx, info, Config{})
+	if err == nil || !strings.Contains(err.Error(), "multirail token") {
+		t.Fatalf("a tcp:// job with no token: %v, want a refusal naming `multirail token`", err)
+	}
 }

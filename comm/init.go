@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	tokens "github.com/multirail/multirail/internal/token"
+
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/comm/internal/coll"
 	"github.com/multirail/multirail/comm/launch"
@@ -207,6 +209,9 @@ func (b *boot) run(ctx context.Context) (*Comm, error) {
 	tcfg.Rails, tcfg.DialRail = nil, nil
 	tcfg.Logger = cfg.Logger
 	var err error
+	if tcfg.Token, err = jobToken(tcfg.Token, info); err != nil {
+		return nil, err
+	}
 	if b.ln, err = multirail.Listen(":0", tcfg); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
@@ -240,9 +245,6 @@ func (b *boot) run(ctx context.Context) (*Comm, error) {
 		return nil, err
 	}
 	token := tcfg.Token
-	if token == "" {
-		token = os.Getenv(multirail.TokenEnv)
-	}
 	if info.Serve && info.Rank == 0 && strings.HasPrefix(info.Rdzv, "tcp://") {
 		if err := b.serve(ctx, token); err != nil {
 			return nil, err
@@ -563,4 +565,25 @@ func NewLocal(ctx context.Context, n int, cfg Config) ([]*Comm, error) {
 		return nil, err
 	}
 	return comms, nil
+}
+
+// jobToken is the token of the job's connections and rendezvous: the one
+// given (Config.Transport.Token, MULTIRAIL_TOKEN or MULTIRAIL_TOKEN_FILE);
+// with none, for a file:// rendezvous the store's own (rdzv.FileToken: the
+// first rank creates it, readable by its user only, so that ranks on one
+// host need no variable), and for a job of one rank a random one (nobody
+// connects). Anything else without a token is left to the transport's
+// check, which refuses it unless Insecure.
+func jobToken(given string, info launch.Info) (string, error) {
+	tok, err := tokens.Resolve(given)
+	if err != nil || tok != "" {
+		return tok, err
+	}
+	switch {
+	case strings.HasPrefix(info.Rdzv, "file://"):
+		return rdzv.FileToken(info.Rdzv)
+	case info.Size == 1:
+		return multirail.NewToken(), nil
+	}
+	return "", nil
 }

@@ -5,15 +5,22 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/multirail/multirail"
 	"go.uber.org/goleak"
 	"pgregory.net/rapid"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain allows short tokens (multirail.InsecureEnv), which the tests
+// use, in this process and the ranks it starts.
+func TestMain(m *testing.M) {
+	os.Setenv(multirail.InsecureEnv, "1")
+	goleak.VerifyTestMain(m)
+}
 
 // runRing runs Allreduce on every rank at once, calls times, with inputs
 // from gen(call, rank), and returns each rank's results of the last call.

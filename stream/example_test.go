@@ -14,7 +14,8 @@ import (
 // allowed to lose up to 10 % of its packets.
 func Example() {
 	ctx := context.Background()
-	ln, err := multirail.Listen("127.0.0.1:0", multirail.Config{})
+	token := multirail.NewToken() // both ends are this program's
+	ln, err := multirail.Listen("127.0.0.1:0", multirail.Config{Token: token})
 	if err != nil {
 		panic(err)
 	}
@@ -22,7 +23,7 @@ func Example() {
 	accepted := make(chan *multirail.Conn)
 	go func() { c, _ := ln.Accept(ctx); accepted <- c }()
 	addr := ln.Addr().String()
-	c, err := multirail.Dial(ctx, multirail.Config{Rails: []multirail.Rail{{Addr: addr}, {Addr: addr}}})
+	c, err := multirail.Dial(ctx, multirail.Config{Token: token, Rails: []multirail.Rail{{Addr: addr}, {Addr: addr}}})
 	if err != nil {
 		panic(err)
 	}

@@ -49,6 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 type globals struct {
 	verbose   bool
 	plaintext bool
+	insecure  bool
 	stdout    io.Writer
 	stderr    io.Writer
 }
@@ -75,9 +76,16 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log debug messages to stderr")
 	root.PersistentFlags().BoolVar(&g.plaintext, "plaintext", false,
 		"send frames in clear after the (still authenticated) handshake, on fabrics the job trusts: faster, but anyone on the path can read and alter the data; both ends must ask (sets "+multirail.PlaintextEnv+"=1 for this process and what it starts)")
+	root.PersistentFlags().BoolVar(&g.insecure, "insecure", false,
+		"accept a token shorter than 32 characters, or none, on a trusted network (logs a warning; sets "+multirail.InsecureEnv+"=1 for this process and what it starts)")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if g.plaintext {
-			return os.Setenv(multirail.PlaintextEnv, "1")
+			if err := os.Setenv(multirail.PlaintextEnv, "1"); err != nil {
+				return err
+			}
+		}
+		if g.insecure {
+			return os.Setenv(multirail.InsecureEnv, "1")
 		}
 		return nil
 	}

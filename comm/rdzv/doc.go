@@ -20,9 +20,11 @@
 //
 // Both sides share a token: the one given, or when that is empty the
 // MULTIRAIL_TOKEN environment variable (TokenEnv), as in package
-// multirail. An empty token on both sides means no secret; use that on
-// trusted networks only. Nothing is encrypted; the token authenticates
-// the handshake, the card and the table.
+// multirail; FileToken gives ranks that meet in a file:// store a token
+// of the store's own. An empty token on both sides means no secret; use
+// that on trusted networks only (multirail's own connections refuse a
+// token under 32 characters unless told Insecure). Nothing is encrypted;
+// the token authenticates the handshake, the card and the table.
 //
 // # tcp:// protocol (version 1)
 //

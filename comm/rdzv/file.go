@@ -195,5 +195,6 @@ func (s *fileStore) cleanup(ctx context.Context) {
 		os.Remove(cardPath(s.dir, r))
 		os.Remove(ackPath(s.dir, r))
 	}
-	os.Remove(s.dir) // fails, harmlessly, when other files are there
+	os.Remove(filepath.Join(s.dir, tokenFile)) // every rank read it before it wrote its card
+	os.Remove(s.dir)                           // fails, harmlessly, when other files are there
 }

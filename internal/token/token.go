@@ -70,6 +70,11 @@ func FromFile(path string) (string, error) {
 // Size is the number of random bytes in a generated token.
 const Size = 32
 
+// MinLength is the shortest token accepted without an explicit opt-out
+// (multirail's Config.Insecure): a token is the key of everything, and one
+// that can be guessed is no key.
+const MinLength = 32
+
 // Generate returns a new token: Size random bytes, base64url without
 // padding (43 characters).
 func Generate() string {

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/multirail/multirail/internal/token"
+
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/emu"
 )
@@ -104,6 +106,13 @@ func NewPair(ctx context.Context, cfg PairConfig) (*Pair, error) {
 	}
 	lcfg, dcfg := cfg.Config, cfg.Config
 	lcfg.Rails, dcfg.Rails = nil, nil
+	if tok, err := token.Resolve(cfg.Config.Token); err != nil {
+		return nil, err
+	} else if tok == "" {
+		// Both ends are ours: they share a fresh token.
+		lcfg.Token = multirail.NewToken()
+		dcfg.Token = lcfg.Token
+	}
 	for i, s := range cfg.Rails {
 		r := multirail.Rail{Name: name(i)}
 		if cfg.Nominal {

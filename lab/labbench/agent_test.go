@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/multirail/multirail"
 )
 
 func TestSpecValidate(t *testing.T) {
@@ -47,6 +49,7 @@ func TestRailOf(t *testing.T) {
 // and multirail kinds over loopback (no namespaces): the protocol's lines
 // and the result.
 func TestAgentsOverLoopback(t *testing.T) {
+	t.Setenv(multirail.TokenEnv, multirail.NewToken()) // as the bench gives its agents
 	for _, kind := range []string{KindTCP, KindMultirail} {
 		t.Run(kind, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/internal/bench"
 	"github.com/multirail/multirail/lab"
 	"github.com/multirail/multirail/lab/mpi"
@@ -64,6 +65,9 @@ func (s agentSystem) Measure(ctx context.Context, env *Env, size int, progress f
 	ctx, cancel := context.WithCancel(ctx)
 	js, _ := json.Marshal(spec)
 	recv, rerr := command(ctx, env, 1, env.Exe, "lab", "agent", "--spec", string(js))
+	// The two agents of a run share a fresh token (multirail's only).
+	agentEnv := append(os.Environ(), multirail.TokenEnv+"="+multirail.NewToken())
+	recv.Env = agentEnv
 	stdout, err := recv.StdoutPipe()
 	if err != nil {
 		cancel()
@@ -99,6 +103,7 @@ func (s agentSystem) Measure(ctx context.Context, env *Env, size int, progress f
 	}
 	js, _ = json.Marshal(spec)
 	send, serr := command(ctx, env, 0, env.Exe, "lab", "agent", "--spec", string(js))
+	send.Env = agentEnv
 	send.Stdout = serr
 	if err := send.Start(); err != nil {
 		return run, fmt.Errorf("starting the sender: %w", err)
