@@ -24,6 +24,7 @@ import (
 const (
 	DefaultScheduler        = "qlearn"
 	DefaultSegmentSize      = 64 << 10
+	DefaultMaxPeerSegment   = 4 << 20
 	DefaultQueueDepth       = 16
 	DefaultMaxMessageSize   = 1 << 30
 	DefaultHandshakeTimeout = 10 * time.Second
@@ -98,6 +99,13 @@ type Config struct {
 	// SegmentSize is the largest segment sent on one rail, in bytes,
 	// 512..64 MiB; 0 means 64 KiB.
 	SegmentSize int
+	// MaxPeerSegmentSize is the largest segment size accepted from the
+	// peer: a receiver holds up to a segment per rail outside the
+	// flow-control window (a copy of a segment that arrives on two rails
+	// at once), so a peer's choice must be bounded. A peer announcing a
+	// larger one is refused at the handshake. 0 means the larger of 4 MiB
+	// and SegmentSize; allowed SegmentSize..64 MiB.
+	MaxPeerSegmentSize int
 	// QueueDepth is each rail's send-queue capacity in segments
 	// (queue_max), 1..65536; 0 means 16.
 	QueueDepth int
@@ -250,6 +258,12 @@ func (c Config) validate(dialing bool) (config, error) {
 	}
 	if c.EagerLimit == 0 {
 		c.EagerLimit = min(DefaultEagerLimit, c.SegmentSize)
+	}
+	if c.MaxPeerSegmentSize == 0 {
+		c.MaxPeerSegmentSize = max(DefaultMaxPeerSegment, c.SegmentSize)
+	}
+	if c.MaxPeerSegmentSize < c.SegmentSize || c.MaxPeerSegmentSize > wire.MaxSegmentSize {
+		return config{}, cfgErr("MaxPeerSegmentSize", c.MaxPeerSegmentSize, fmt.Sprintf("SegmentSize (%d)..%d bytes", c.SegmentSize, wire.MaxSegmentSize))
 	}
 	if c.EagerLimit > c.SegmentSize {
 		return config{}, cfgErr("EagerLimit", c.EagerLimit, fmt.Sprintf("<= SegmentSize (%d); negative turns eager sends off", c.SegmentSize))

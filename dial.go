@@ -49,6 +49,11 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 	// key; the other rails then join under that key, all at once.
 	first := &results[0]
 	first.conn, first.ch, first.keys, first.err = dialRail(ctx, c, c.Rails[0], 0, session, deadline, c.helloFlags(0), hs.TokenKey(c.token))
+	if first.err == nil && int(first.ch.SegmentSize) > c.MaxPeerSegmentSize {
+		_ = first.conn.Close()
+		first.conn = nil
+		first.err = fmt.Errorf("multirail: the acceptor's segment size %d is above this side's limit %d (MaxPeerSegmentSize)", first.ch.SegmentSize, c.MaxPeerSegmentSize)
+	}
 	if first.err == nil {
 		var wg sync.WaitGroup
 		for i := 1; i < len(c.Rails); i++ {
@@ -446,6 +451,10 @@ func (l *Listener) newSessionLocked(conn net.Conn, h wire.Hello) error {
 // derived it, so that the session's other rails can join under it. It
 // returns the session it created (nil for a join or rejoin).
 func (l *Listener) keyed(conn net.Conn, h wire.Hello, k *hs.Keys) (*pending, error) {
+	if int(h.SegmentSize) > l.cfg.MaxPeerSegmentSize {
+		l.cfg.Logger.Warn("peer's segment size above MaxPeerSegmentSize; connection closed", "peer", conn.RemoteAddr(), "segment", h.SegmentSize, "max", l.cfg.MaxPeerSegmentSize)
+		return nil, &hs.RejectedError{Code: wire.RejectProtocol, Reason: fmt.Sprintf("segment size %d above this side's limit %d (MaxPeerSegmentSize)", h.SegmentSize, l.cfg.MaxPeerSegmentSize)}
+	}
 	if h.Flags&(wire.HelloJoin|wire.HelloRejoin) != 0 {
 		return nil, nil
 	}

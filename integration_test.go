@@ -583,6 +583,8 @@ func TestConfigErrors(t *testing.T) {
 		{Config{DispatchInterval: 2 * time.Second}, "DispatchInterval = 2s"},
 		{Config{DispatchInterval: -time.Millisecond}, "DispatchInterval = -1ms"},
 		{Config{MaxSessions: -1}, "MaxSessions = -1, allowed >= 1; 0 = default 128"},
+		{Config{SegmentSize: 1 << 20, MaxPeerSegmentSize: 512 << 10}, "MaxPeerSegmentSize = 524288, allowed SegmentSize (1048576)..67108864 bytes"},
+		{Config{MaxPeerSegmentSize: 128 << 20}, "MaxPeerSegmentSize = 134217728"},
 	}
 	for _, c := range cases {
 		_, err := c.cfg.validate(true)
@@ -821,15 +823,15 @@ func TestSlowFrameOutlastsIdleTimeout(t *testing.T) {
 	}
 }
 
-// TestSlowRailStaysUp: a rail slowed to a tenth of its rate (emulated
-// background load) while large segments are in flight on it is slow, not
-// dead: its TCP keeps acknowledging our bytes, so it is not taken down,
-// and every message arrives. (With only the ACK-progress timer it was
+// TestSlowRailStaysUp: a rail slowed to a tenth of its rate for 10 s
+// (emulated background load) while large segments are in flight on it is
+// slow, not dead: its TCP keeps acknowledging our bytes, so it is not
+// taken down, and every message arrives. (With only the ACK-progress timer it was
 // reset: a 4 MiB segment takes 3.4 s at 10 Mbit/s, more than RailTimeout
 // plus four of the ACK delays it had measured at full rate.)
 func TestSlowRailStaysUp(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs for 4 s")
+		t.Skip("runs for 11 s")
 	}
 	cfg := Config{SegmentSize: 4 << 20, RailTimeout: 200 * time.Millisecond}
 	ln, err := Listen("127.0.0.1:0", cfg)
@@ -838,7 +840,7 @@ func TestSlowRailStaysUp(t *testing.T) {
 	}
 	t.Cleanup(func() { ln.Close() })
 	dcfg := cfg
-	for i, loads := range [][]emu.Load{nil, {{Fraction: 0.9, At: 300 * time.Millisecond}, {Fraction: 0, At: 3300 * time.Millisecond}}} {
+	for i, loads := range [][]emu.Load{nil, {{Fraction: 0.9, At: 300 * time.Millisecond}, {Fraction: 0, At: 10300 * time.Millisecond}}} {
 		l, err := emu.NewLink(ln.Addr().String(), emu.LinkConfig{RateBps: 100e6, Loads: loads})
 		if err != nil {
 			t.Fatal(err)
@@ -849,7 +851,7 @@ func TestSlowRailStaysUp(t *testing.T) {
 	a, b := dialAndAccept(t, ln, dcfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	const size, n = 4 << 20, 10 // 40 MiB: about 4 s at 100 + 10..100 Mbit/s
+	const size, n = 4 << 20, 36 // 144 MiB: about 11 s at 100 + 10 Mbit/s, then 100 + 100
 	go func() {
 		for i := 0; i < n; i++ {
 			if err := a.Send(ctx, 1, bytes.Repeat([]byte{byte(i)}, size)); err != nil {
@@ -909,5 +911,38 @@ func TestWeakTokenRefused(t *testing.T) {
 	t.Setenv(InsecureEnv, "yes")
 	if err := (Config{}).Validate(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), InsecureEnv) {
 		t.Errorf("%s=yes: %v, want ErrConfig naming it", InsecureEnv, err)
+	}
+}
+
+// TestPeerSegmentSizeBounded: a peer announcing segments larger than this
+// side's MaxPeerSegmentSize (default 4 MiB) is refused at the handshake,
+// in both directions: a receiver holds up to a segment per rail outside
+// the window, so the peer may not choose it freely.
+func TestPeerSegmentSizeBounded(t *testing.T) {
+	ln, err := Listen("127.0.0.1:0", Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = Dial(ctx, Config{SegmentSize: 8 << 20, Rails: []Rail{{Addr: ln.Addr().String()}}})
+	var rj *hs.RejectedError
+	if !errors.As(err, &rj) || rj.Code != wire.RejectProtocol || !strings.Contains(rj.Reason, "MaxPeerSegmentSize") {
+		t.Fatalf("Dial with 8 MiB segments: %v, want a REJECT naming MaxPeerSegmentSize", err)
+	}
+	big, err := Listen("127.0.0.1:0", Config{SegmentSize: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer big.Close()
+	go func() { _, _ = big.Accept(ctx) }()
+	_, err = Dial(ctx, Config{Rails: []Rail{{Addr: big.Addr().String()}}})
+	if err == nil || !strings.Contains(err.Error(), "MaxPeerSegmentSize") {
+		t.Fatalf("Dial to an acceptor with 8 MiB segments: %v, want an error naming MaxPeerSegmentSize", err)
+	}
+	c, s := dialAndAccept(t, ln, Config{SegmentSize: 4 << 20, Rails: []Rail{{Addr: ln.Addr().String()}}})
+	if c == nil || s == nil {
+		t.Fatal("4 MiB segments refused")
 	}
 }
