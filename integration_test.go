@@ -693,11 +693,7 @@ func TestRejoinUnknownSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := rawDial(t, ln)
 	h := wire.Hello{Version: wire.Version, Flags: wire.HelloRejoin, Rail: 1, Rails: 2, SegmentSize: 4096, Window: 1 << 20, MaxMessage: 1 << 19}
 	h.Session[0] = 0x5e
 	_, _, err = hs.Dial(c, h, hs.TokenKey([]byte("tok")), time.Now().Add(5*time.Second))

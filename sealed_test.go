@@ -291,12 +291,7 @@ func TestRejoinNeedsSessionKey(t *testing.T) {
 		name string
 		psk  [32]byte
 	}{{"token's key", hs.TokenKey([]byte(tok))}, {"another session's key", hs.SessionKey([]byte("not this one"))}} {
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		code, err := helloUnderKey(c, h, k.psk)
-		c.Close()
+		code, err := helloUnderKey(rawDial(t, ln), h, k.psk)
 		if err != nil {
 			t.Fatalf("rejoin under the %s: %v", k.name, err)
 		}
@@ -319,11 +314,7 @@ func TestAcceptorSilentToWrongKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := rawDial(t, ln)
 	h := hostileHello(0x30)
 	h.Flags = 0
 	code, err := helloUnderKey(c, h, hs.TokenKey([]byte("a guess")))
