@@ -176,7 +176,9 @@ func dialRail(ctx context.Context, c config, r Rail, idx int, session [16]byte, 
 	}
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	ch, keys, err := hs.Dial(conn, hello, psk, deadline)
-	stop()
+	if !stop() && err == nil {
+		err = ctx.Err() // cancelled as the handshake ended: the deadline was cut short
+	}
 	if err != nil {
 		_ = conn.Close()
 		if ctx.Err() != nil {
@@ -373,8 +375,10 @@ func hostKey(a net.Addr) netip.Addr {
 func (l *Listener) handshake(conn net.Conn) {
 	log := l.cfg.Logger
 	ch := wire.Challenge{SegmentSize: uint32(l.cfg.SegmentSize), Window: uint64(l.cfg.MaxReceiveBuffer), MaxMessage: uint64(l.cfg.MaxMessageSize)}
+	// Closing the listener interrupts the handshake; once the rail has
+	// passed it, nothing may touch its deadlines any more (it may become
+	// a rail of a live session at once).
 	stop := context.AfterFunc(doneCtx{l.done}, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
 	var created *pending
 	a := hs.Acceptor{
 		Key:       func(h wire.Hello) ([32]byte, error) { return l.keyFor(conn, h) },
@@ -385,6 +389,9 @@ func (l *Listener) handshake(conn net.Conn) {
 		},
 	}
 	hello, keys, err := hs.Accept(conn, a, ch, time.Now().Add(l.cfg.HandshakeTimeout))
+	if !stop() && err == nil {
+		err = ErrClosed // the listener closed: the deadline was cut short
+	}
 	if err != nil {
 		if created != nil {
 			// A first rail that did not complete (a recorded HELLO
