@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/multirail/multirail"
 	"github.com/spf13/cobra"
@@ -38,9 +39,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintf(stderr, "multirail: %v\n", err)
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "multirail: ") {
+		msg = "multirail: " + msg
+	}
+	fmt.Fprintln(stderr, msg)
+	// Bad input, on the command line or in the environment the library
+	// reads (MULTIRAIL_TOKEN, MULTIRAIL_PLAINTEXT, ...), exits with 2.
 	var ue usageError
-	if errors.As(err, &ue) {
+	if errors.As(err, &ue) || errors.Is(err, multirail.ErrConfig) {
 		return 2
 	}
 	return 1

@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"strings"
 	"testing"
+
+	"github.com/multirail/multirail"
 )
 
 // TestTokenCommand: token prints a new 32-byte base64url token each time,
@@ -29,5 +31,22 @@ func TestTokenCommand(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run([]string{"token", "extra"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `"extra"`) {
 		t.Fatalf("token extra: exit %d, %q; want 2 and a message naming the argument", code, errb.String())
+	}
+}
+
+// TestServeNeedsAStrongToken: serve with no token, or a short one, exits
+// with status 2 and one line naming Token and the way out (not a doubled
+// "multirail: " prefix).
+func TestServeNeedsAStrongToken(t *testing.T) {
+	t.Setenv(multirail.TokenEnv, "")
+	t.Setenv(multirail.TokenFileEnv, "")
+	t.Setenv(multirail.InsecureEnv, "")
+	for _, tok := range []string{"", "short"} {
+		t.Setenv(multirail.TokenEnv, tok)
+		code, _, stderr := runCLI("serve", "--listen", "127.0.0.1:0")
+		if code != 2 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "Token = ") ||
+			!strings.Contains(stderr, "multirail token") || strings.Contains(stderr, "multirail: multirail:") {
+			t.Errorf("serve with token %q: exit %d, %q; want 2 and one line naming Token and `multirail token`", tok, code, stderr)
+		}
 	}
 }
