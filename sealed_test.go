@@ -373,3 +373,28 @@ func TestSealedNothingInClear(t *testing.T) {
 		}
 	}
 }
+
+// TestPlaintextNeedsBothSides: frames go in clear only when both sides ask
+// (Config.Plaintext); one side alone gets a sealed session, and the two
+// sides agree on it.
+func TestPlaintextNeedsBothSides(t *testing.T) {
+	for _, c := range []struct{ listener, dialer, want bool }{
+		{false, false, false}, {true, false, false}, {false, true, false}, {true, true, true},
+	} {
+		ln, err := Listen("127.0.0.1:0", Config{Plaintext: c.listener})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := dialAndAccept(t, ln, Config{Plaintext: c.dialer, Rails: []Rail{{Addr: ln.Addr().String()}, {Addr: ln.Addr().String()}}})
+		ln.Close()
+		if a.plaintext != c.want || b.plaintext != c.want {
+			t.Errorf("listener %v, dialer %v: plaintext %v and %v, want %v on both", c.listener, c.dialer, a.plaintext, b.plaintext, c.want)
+		}
+		for i, r := range a.rails {
+			if sealed := r.w.seal != nil && r.rs.open != nil; sealed == c.want {
+				t.Errorf("listener %v, dialer %v: rail %d sealed %v", c.listener, c.dialer, i, sealed)
+			}
+		}
+		transfer(t, a, b, 8, 2, 64<<10, nil)
+	}
+}
