@@ -418,15 +418,7 @@ func rawHandshake(addr, token string, h wire.Hello) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	_, keys, err := hs.Dial(c, h, hs.TokenKey([]byte(token)), deadline)
-	if err == nil {
-		err = hs.WaitWelcome(c, keys, deadline)
-	}
-	if err == nil && !keys.Plaintext {
-		err = errors.New("the listener did not agree to plaintext (Config.Plaintext)")
-	}
-	if err != nil {
+	if err := handshakeInClear(c, token, h); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("handshake: %w", err)
 	}
@@ -476,6 +468,21 @@ func readHsFrame(c net.Conn) (wire.Header, []byte, error) {
 	body := make([]byte, h.Len)
 	_, err = io.ReadFull(c, body)
 	return h, body, err
+}
+
+// handshakeInClear runs the dialing side of a rail's handshake on c by
+// hand, under token, up to WELCOME, and checks that the session's frames
+// are in clear (h must ask with HelloPlaintext, the listener allow it).
+func handshakeInClear(c net.Conn, token string, h wire.Hello) error {
+	deadline := time.Now().Add(10 * time.Second)
+	_, keys, err := hs.Dial(c, h, hs.TokenKey([]byte(token)), deadline)
+	if err == nil {
+		err = hs.WaitWelcome(c, keys, deadline)
+	}
+	if err == nil && !keys.Plaintext {
+		err = errors.New("the listener did not agree to plaintext (Config.Plaintext)")
+	}
+	return err
 }
 
 // helloUnderKey sends h's HELLO with its Noise message under the
