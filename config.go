@@ -22,17 +22,18 @@ import (
 
 // Defaults for the zero values of Config.
 const (
-	DefaultScheduler        = "qlearn"
-	DefaultSegmentSize      = 64 << 10
-	DefaultMaxPeerSegment   = 4 << 20
-	DefaultQueueDepth       = 16
-	DefaultMaxMessageSize   = 1 << 30
-	DefaultHandshakeTimeout = 10 * time.Second
-	DefaultIdleTimeout      = 30 * time.Second
-	DefaultMaxHandshakes    = 128
-	DefaultMaxSessions      = 128
-	DefaultEagerLimit       = 16 << 10
-	DefaultRailTimeout      = 500 * time.Millisecond
+	DefaultScheduler         = "qlearn"
+	DefaultSegmentSize       = 64 << 10
+	DefaultMaxPeerSegment    = 4 << 20
+	DefaultQueueDepth        = 16
+	DefaultMaxMessageSize    = 64 << 20
+	DefaultMaxListenerBuffer = 16 << 30
+	DefaultHandshakeTimeout  = 10 * time.Second
+	DefaultIdleTimeout       = 30 * time.Second
+	DefaultMaxHandshakes     = 128
+	DefaultMaxSessions       = 128
+	DefaultEagerLimit        = 16 << 10
+	DefaultRailTimeout       = 500 * time.Millisecond
 	// AckDelay is how long a receiver may hold the acknowledgement of an
 	// eager message, waiting to piggyback it on a frame of its own.
 	AckDelay = time.Millisecond
@@ -119,8 +120,11 @@ type Config struct {
 	// token` and NewToken make a new random one.
 	Token string
 	// MaxMessageSize is the largest message accepted, in bytes; 0 means
-	// 1 GiB. Sends of larger messages fail; a peer announcing one loses the
-	// connection.
+	// 64 MiB. Sends of larger messages fail; a peer announcing one loses
+	// the connection. The receive window (MaxReceiveBuffer) is at least
+	// this, for every peer: 64 MiB keeps a listener with a hundred peers
+	// at 12.5 GiB of windows (1 GiB, the default until wire version 4,
+	// made that 106 GiB); set it on both sides for larger messages.
 	MaxMessageSize int64
 	// MaxReceiveBuffer bounds the bytes held for the peer: messages being
 	// reassembled plus complete messages not yet taken by Recv, each
@@ -186,6 +190,13 @@ type Config struct {
 	// MaxSessions x MaxReceiveBuffer bounds them all (README). 0 means
 	// 128.
 	MaxSessions int
+	// MaxListenerBuffer bounds the receive windows (MaxReceiveBuffer) of
+	// all the sessions a Listener holds together: a new session that would
+	// exceed it is refused (REJECT busy) and logged. With the defaults
+	// (windows of 128 MiB) it admits MaxSessions (128) sessions; with
+	// windows of 1 GiB, 15. 0 means 16 GiB; it must be at least
+	// MaxReceiveBuffer. Listen only.
+	MaxListenerBuffer int64
 	// DispatchInterval selects how segments leave the rails' send queues.
 	// 0 (the default) means continuously: each rail's writer takes
 	// segments as soon as they are queued. A value in
@@ -310,6 +321,12 @@ func (c Config) validate(dialing bool) (config, error) {
 	}
 	if c.MaxSessions == 0 {
 		c.MaxSessions = DefaultMaxSessions
+	}
+	if c.MaxListenerBuffer == 0 {
+		c.MaxListenerBuffer = DefaultMaxListenerBuffer
+	}
+	if c.MaxListenerBuffer < c.MaxReceiveBuffer {
+		return config{}, cfgErr("MaxListenerBuffer", c.MaxListenerBuffer, fmt.Sprintf(">= MaxReceiveBuffer (%d); 0 = default 16 GiB", c.MaxReceiveBuffer))
 	}
 	if c.MaxSessions < 1 {
 		return config{}, cfgErr("MaxSessions", c.MaxSessions, ">= 1; 0 = default 128")

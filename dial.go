@@ -450,6 +450,9 @@ func (l *Listener) newSessionLocked(conn net.Conn, h wire.Hello) error {
 	if n := len(l.live) + len(l.sessions); n >= l.cfg.MaxSessions {
 		log.Warn("session limit reached; new session refused", "peer", conn.RemoteAddr(), "sessions", n, "max", l.cfg.MaxSessions)
 		return &hs.RejectedError{Code: wire.RejectBusy, Reason: fmt.Sprintf("%d sessions open, the listener's limit (MaxSessions)", n)}
+	} else if int64(n+1) > l.cfg.MaxListenerBuffer/l.cfg.MaxReceiveBuffer {
+		log.Warn("memory budget reached; new session refused", "peer", conn.RemoteAddr(), "sessions", n, "window", l.cfg.MaxReceiveBuffer, "budget", l.cfg.MaxListenerBuffer)
+		return &hs.RejectedError{Code: wire.RejectBusy, Reason: fmt.Sprintf("%d sessions of %d-byte windows open, the listener's memory budget is %d bytes (MaxListenerBuffer)", n, l.cfg.MaxReceiveBuffer, l.cfg.MaxListenerBuffer)}
 	}
 	return nil
 }

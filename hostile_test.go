@@ -1683,3 +1683,31 @@ func TestHostileSessionLimit(t *testing.T) {
 		t.Fatalf("a session after one closed: %q, %v", m.Data, err)
 	}
 }
+
+// TestHostileMemoryBudget: a listener admits sessions while their receive
+// windows fit MaxListenerBuffer together: the next one is refused (REJECT
+// busy, naming MaxListenerBuffer, logged), open sessions carry on, and a
+// closed one makes room.
+func TestHostileMemoryBudget(t *testing.T) {
+	const window = 2 << 20
+	ln, sink := hostileListener(t, Config{Token: "tok", MaxMessageSize: 1 << 20, MaxReceiveBuffer: window, MaxListenerBuffer: 2*window + window/2})
+	addr := ln.Addr().String()
+	cfg := Config{Token: "tok", Rails: []Rail{{Addr: addr}, {Addr: addr}}}
+	a1, b1 := dialAndAccept(t, ln, cfg)
+	a2, b2 := dialAndAccept(t, ln, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := Dial(ctx, cfg)
+	var rj *hs.RejectedError
+	if !errors.As(err, &rj) || rj.Code != wire.RejectBusy || !strings.Contains(rj.Reason, "MaxListenerBuffer") {
+		t.Fatalf("third session: %v; want REJECT busy naming MaxListenerBuffer", err)
+	}
+	if _, err := sink.waitLine(cutMargin, "memory budget reached"); err != nil {
+		t.Fatal(err)
+	}
+	transfer(t, a2, b2, 4, 1, 64<<10, nil)
+	a1.Close()
+	b1.Close()
+	a3, b3 := dialAndAccept(t, ln, cfg)
+	transfer(t, a3, b3, 4, 1, 64<<10, nil)
+}

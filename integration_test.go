@@ -577,6 +577,7 @@ func TestConfigErrors(t *testing.T) {
 		{Config{MaxSessions: -1}, "MaxSessions = -1, allowed >= 1; 0 = default 128"},
 		{Config{SegmentSize: 1 << 20, MaxPeerSegmentSize: 512 << 10}, "MaxPeerSegmentSize = 524288, allowed SegmentSize (1048576)..67108864 bytes"},
 		{Config{MaxPeerSegmentSize: 128 << 20}, "MaxPeerSegmentSize = 134217728"},
+		{Config{MaxMessageSize: 1 << 30, MaxListenerBuffer: 1 << 30}, "MaxListenerBuffer = 1073741824, allowed >= MaxReceiveBuffer (1140850688)"},
 	}
 	for _, c := range cases {
 		_, err := c.cfg.validate(true)

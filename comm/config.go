@@ -30,7 +30,10 @@ type Config struct {
 	// Transport is the template of every peer connection: scheduler,
 	// segment size, token, timeouts (see multirail.Config). Rails and
 	// DialRail are set by the communicator; a zero RailTimeout means
-	// DefaultRailTimeout (2 s). An empty Token means the
+	// DefaultRailTimeout (2 s), a zero MaxMessageSize 1 GiB (messages of
+	// the job's own ranks; the library's default is 64 MiB) and a zero
+	// MaxListenerBuffer room for a window from every other rank. An
+	// empty Token means the
 	// MULTIRAIL_TOKEN environment variable; the rendezvous uses the same
 	// token.
 	Transport multirail.Config
@@ -78,6 +81,10 @@ type config struct {
 	emu []emu.Spec
 }
 
+// DefaultMaxMessageSize is the largest message between ranks unless
+// Config.Transport sets another.
+const DefaultMaxMessageSize = 1 << 30
+
 // validate returns c with its defaults filled in, or an error naming the
 // first bad field, its value and what is allowed. The transport's own
 // fields are checked by multirail when the connections are made.
@@ -85,6 +92,9 @@ func (c Config) validate() (config, error) {
 	out := config{Config: c}
 	if out.Transport.RailTimeout == 0 {
 		out.Transport.RailTimeout = DefaultRailTimeout
+	}
+	if out.Transport.MaxMessageSize == 0 {
+		out.Transport.MaxMessageSize = DefaultMaxMessageSize
 	}
 	if c.LoopbackRails == 0 {
 		out.LoopbackRails = DefaultLoopbackRails

@@ -212,6 +212,14 @@ func (b *boot) run(ctx context.Context) (*Comm, error) {
 	if tcfg.Token, err = jobToken(tcfg.Token, info); err != nil {
 		return nil, err
 	}
+	if tcfg.MaxListenerBuffer == 0 {
+		// Every other rank may connect: room for each one's window.
+		window := tcfg.MaxReceiveBuffer
+		if window == 0 {
+			window = tcfg.MaxMessageSize + 64<<20 // multirail's default window
+		}
+		tcfg.MaxListenerBuffer = max(multirail.DefaultMaxListenerBuffer, int64(info.Size)*window)
+	}
 	if b.ln, err = multirail.Listen(":0", tcfg); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}

@@ -107,7 +107,7 @@ func (f *benchFlags) plan() (benchPlan, error) {
 			}
 		}
 	}
-	size, err := parseSize("size", f.size, 1, multirail.DefaultMaxMessageSize)
+	size, err := parseSize("size", f.size, 1, maxMessage)
 	if err != nil {
 		return p, err
 	}

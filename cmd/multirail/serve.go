@@ -42,7 +42,7 @@ the goodput and each rail's share. Set MULTIRAIL_TOKEN on both hosts.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
-			ln, err := multirail.Listen(listen, multirail.Config{DispatchInterval: dispatch, Logger: g.logger()})
+			ln, err := multirail.Listen(listen, multirail.Config{DispatchInterval: dispatch, MaxMessageSize: maxMessage, Logger: g.logger()})
 			if err != nil {
 				return err
 			}
@@ -144,7 +144,7 @@ receiver acknowledged the data. Set MULTIRAIL_TOKEN on both hosts.`,
 			if _, err := parseSchedOpts(schedOpt, []string{schedName}, len(mrails)); err != nil {
 				return err
 			}
-			n, err := parseSize("size", size, 1, multirail.DefaultMaxMessageSize)
+			n, err := parseSize("size", size, 1, maxMessage)
 			if err != nil {
 				return err
 			}
@@ -162,7 +162,7 @@ receiver acknowledged the data. Set MULTIRAIL_TOKEN on both hosts.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
-			c, err := multirail.Dial(ctx, multirail.Config{Rails: mrails, Scheduler: schedName, SchedulerOptions: schedOpt, DispatchInterval: dispatch, Logger: g.logger()})
+			c, err := multirail.Dial(ctx, multirail.Config{Rails: mrails, Scheduler: schedName, SchedulerOptions: schedOpt, DispatchInterval: dispatch, MaxMessageSize: maxMessage, Logger: g.logger()})
 			if err != nil {
 				return err
 			}
@@ -192,3 +192,7 @@ receiver acknowledged the data. Set MULTIRAIL_TOKEN on both hosts.`,
 	fl.BoolVar(&jsonOut, "json", false, "print one JSON object on stdout")
 	return cmd
 }
+
+// maxMessage is the largest message bench, serve and send move (and so
+// what serve accepts): more than the library's default, for measurements.
+const maxMessage = 1 << 30

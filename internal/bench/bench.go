@@ -133,7 +133,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	cfg := multirail.Config{Scheduler: o.Sched, SchedulerOptions: o.SchedOptions, SegmentSize: o.SegmentSize, QueueDepth: o.QueueDepth, DispatchInterval: o.DispatchInterval, Logger: o.Logger}
+	cfg := multirail.Config{Scheduler: o.Sched, SchedulerOptions: o.SchedOptions, SegmentSize: o.SegmentSize, QueueDepth: o.QueueDepth, DispatchInterval: o.DispatchInterval, Logger: o.Logger,
+		MaxMessageSize: max(multirail.DefaultMaxMessageSize, int64(o.Size))} // both ends are ours
 	top, err := topo.NewPair(ctx, pairConfig(o, cfg))
 	if err != nil {
 		return Result{}, err
