@@ -195,4 +195,4 @@ receiver acknowledged the data. Set MULTIRAIL_TOKEN on both hosts.`,
 
 // maxMessage is the largest message bench, serve and send move (and so
 // what serve accepts): more than the library's default, for measurements.
-const maxMessage = 1 << 30
+const maxMessage = bench.MaxMessage

@@ -310,7 +310,7 @@ func startReceiver(ctx context.Context, s Spec, out *bufio.Writer, log *slog.Log
 			return per, total.Load()
 		}
 	case KindMultirail:
-		ln, err := multirail.Listen(s.Listen[0], multirail.Config{Logger: log})
+		ln, err := multirail.Listen(s.Listen[0], multirail.Config{MaxMessageSize: bench.MaxMessage, Logger: log})
 		if err != nil {
 			return nil, err
 		}
@@ -355,7 +355,7 @@ func agentSend(ctx context.Context, s Spec, log *slog.Logger) error {
 	end := epoch.Add(s.Duration)
 	buf := bench.Payload(s.Size) // before the epoch: filling it is not part of the run
 	if s.Kind == KindMultirail {
-		cfg := multirail.Config{Scheduler: s.Sched, Logger: log}
+		cfg := multirail.Config{Scheduler: s.Sched, MaxMessageSize: bench.MaxMessage, Logger: log}
 		for _, r := range s.Rails {
 			cfg.Rails = append(cfg.Rails, multirail.Rail{Name: r.Name, Addr: r.Remote, Local: r.Local, Bandwidth: r.Bandwidth})
 		}
