@@ -398,3 +398,67 @@ func TestPlaintextNeedsBothSides(t *testing.T) {
 		transfer(t, a, b, 8, 2, 64<<10, nil)
 	}
 }
+
+// TestSealedHostilePeer: in a sealed session, a frame the peer sealed
+// properly is checked exactly as in clear (a DATA frame announcing a
+// 1 TiB message ends the session as a protocol violation), while bytes
+// that do not open, whoever wrote them, only take the rail down.
+func TestSealedHostilePeer(t *testing.T) {
+	const tok = "sealed hostile peer test token"
+	ln, err := Listen("127.0.0.1:0", Config{Token: tok, MaxMessageSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		name  string
+		write func(keys *hs.Keys, h wire.Hello) []byte
+		want  error
+	}{
+		{"sealed 1 TiB announcement", func(keys *hs.Keys, h wire.Hello) []byte {
+			frame := append(dataHeader(h, 1, 1<<40, 0, 4096), make([]byte, 4096)...)
+			return hs.SealFrames(keys.Send, nil, frame)
+		}, ErrProtocol},
+		{"garbage that does not open", func(*hs.Keys, wire.Hello) []byte {
+			return bytes.Repeat([]byte{0xff}, 64)
+		}, ErrAllRailsDown},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := hostileHello(0x40)
+			h.Flags = 0 // sealed
+			h.Session[4] = byte(len(c.name))
+			type res struct {
+				c   *Conn
+				err error
+			}
+			acc := make(chan res, 1)
+			go func() { sc, err := ln.Accept(ctx); acc <- res{sc, err} }()
+			raw := rawDial(t, ln)
+			deadline := time.Now().Add(5 * time.Second)
+			_, keys, err := hs.Dial(raw, h, hs.TokenKey([]byte(tok)), deadline)
+			if err == nil {
+				err = hs.WaitWelcome(raw, keys, deadline)
+			}
+			if err != nil || keys.Plaintext {
+				t.Fatalf("handshake: %v (plaintext %v)", err, keys != nil && keys.Plaintext)
+			}
+			r := <-acc
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			defer r.c.Close()
+			if _, err := raw.Write(c.write(keys, h)); err != nil {
+				t.Fatal(err)
+			}
+			_, err = r.c.Recv(ctx)
+			if !errors.Is(err, c.want) {
+				t.Fatalf("Recv after the attack: %v, want %v", err, c.want)
+			}
+			if c.want == ErrAllRailsDown && !strings.Contains(err.Error(), "does not open") {
+				t.Fatalf("rail down with %v, want a record that does not open", err)
+			}
+		})
+	}
+}
