@@ -1649,65 +1649,43 @@ func TestHostileSessionIDInUse(t *testing.T) {
 	}
 }
 
-// TestHostileSessionLimit: a listener holds at most MaxSessions sessions;
-// one more is refused with a message naming the limit, and a session that
-// closes makes room. Open sessions keep working.
-func TestHostileSessionLimit(t *testing.T) {
-	ln, sink := hostileListener(t, Config{Token: "tok", MaxSessions: 2})
-	addr := ln.Addr().String()
-	cfg := Config{Token: "tok", Rails: []Rail{{Addr: addr}, {Addr: addr}}}
-	a1, b1 := dialAndAccept(t, ln, cfg)
-	a2, b2 := dialAndAccept(t, ln, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err := Dial(ctx, cfg)
-	if err == nil || !strings.Contains(err.Error(), "MaxSessions") {
-		t.Fatalf("third session: %v; want a refusal naming MaxSessions", err)
-	}
-	if _, err := sink.waitLine(cutMargin, "session limit reached"); err != nil {
-		t.Fatal(err)
-	}
-	if err := a2.Send(ctx, 1, []byte("ok")); err != nil {
-		t.Fatal(err)
-	}
-	if m, err := b2.Recv(ctx); err != nil || string(m.Data) != "ok" {
-		t.Fatalf("an open session after the refusal: %q, %v", m.Data, err)
-	}
-	a1.Close()
-	b1.Close()
-	a3, b3 := dialAndAccept(t, ln, cfg)
-	if err := a3.Send(ctx, 1, []byte("room")); err != nil {
-		t.Fatal(err)
-	}
-	if m, err := b3.Recv(ctx); err != nil || string(m.Data) != "room" {
-		t.Fatalf("a session after one closed: %q, %v", m.Data, err)
-	}
-}
-
-// TestHostileMemoryBudget: a listener admits sessions while their receive
-// windows fit MaxListenerBuffer together: the next one is refused (REJECT
-// busy, naming MaxListenerBuffer, logged), open sessions carry on, and a
-// closed one makes room.
-func TestHostileMemoryBudget(t *testing.T) {
+// TestHostileSessionLimits: a listener holds at most MaxSessions
+// sessions, and only as many as whose receive windows fit
+// MaxListenerBuffer together; one more is refused (REJECT busy) with a
+// message naming the limit, and logged; open sessions keep working, and a
+// session that closes makes room.
+func TestHostileSessionLimits(t *testing.T) {
 	const window = 2 << 20
-	ln, sink := hostileListener(t, Config{Token: "tok", MaxMessageSize: 1 << 20, MaxReceiveBuffer: window, MaxListenerBuffer: 2*window + window/2})
-	addr := ln.Addr().String()
-	cfg := Config{Token: "tok", Rails: []Rail{{Addr: addr}, {Addr: addr}}}
-	a1, b1 := dialAndAccept(t, ln, cfg)
-	a2, b2 := dialAndAccept(t, ln, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err := Dial(ctx, cfg)
-	var rj *hs.RejectedError
-	if !errors.As(err, &rj) || rj.Code != wire.RejectBusy || !strings.Contains(rj.Reason, "MaxListenerBuffer") {
-		t.Fatalf("third session: %v; want REJECT busy naming MaxListenerBuffer", err)
+	for _, c := range []struct {
+		name       string
+		cfg        Config
+		limit, log string
+	}{
+		{"MaxSessions", Config{Token: "tok", MaxSessions: 2}, "MaxSessions", "session limit reached"},
+		{"MaxListenerBuffer", Config{Token: "tok", MaxMessageSize: 1 << 20, MaxReceiveBuffer: window, MaxListenerBuffer: 2*window + window/2},
+			"MaxListenerBuffer", "memory budget reached"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ln, sink := hostileListener(t, c.cfg)
+			addr := ln.Addr().String()
+			cfg := Config{Token: "tok", Rails: []Rail{{Addr: addr}, {Addr: addr}}}
+			a1, b1 := dialAndAccept(t, ln, cfg)
+			a2, b2 := dialAndAccept(t, ln, cfg)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err := Dial(ctx, cfg)
+			var rj *hs.RejectedError
+			if !errors.As(err, &rj) || rj.Code != wire.RejectBusy || !strings.Contains(rj.Reason, c.limit) {
+				t.Fatalf("third session: %v; want REJECT busy naming %s", err, c.limit)
+			}
+			if _, err := sink.waitLine(cutMargin, c.log); err != nil {
+				t.Fatal(err)
+			}
+			transfer(t, a2, b2, 4, 1, 64<<10, nil) // an open session after the refusal
+			a1.Close()
+			b1.Close()
+			a3, b3 := dialAndAccept(t, ln, cfg)
+			transfer(t, a3, b3, 4, 1, 64<<10, nil) // a session after one closed
+		})
 	}
-	if _, err := sink.waitLine(cutMargin, "memory budget reached"); err != nil {
-		t.Fatal(err)
-	}
-	transfer(t, a2, b2, 4, 1, 64<<10, nil)
-	a1.Close()
-	b1.Close()
-	a3, b3 := dialAndAccept(t, ln, cfg)
-	transfer(t, a3, b3, 4, 1, 64<<10, nil)
 }

@@ -179,11 +179,8 @@ func (c *Conn) skipPayload(r *rail, n int) error {
 	if rs.open != nil {
 		for {
 			k := min(n, hs.MaxRecord)
-			buf := rs.sealedBuf(k + hs.Overhead)
-			if err := c.read(r, buf, false); err != nil {
-				return err
-			}
-			if _, err := rs.open.Open(buf[:0], buf); err != nil {
+			// Opened in place: the record's buffer is its own destination.
+			if err := c.readRecord(r, rs.sealedBuf(k + hs.Overhead)[:k], false); err != nil {
 				return err
 			}
 			if n -= k; n == 0 {
