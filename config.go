@@ -30,6 +30,7 @@ const (
 	DefaultMaxListenerBuffer = 16 << 30
 	DefaultHandshakeTimeout  = 10 * time.Second
 	DefaultIdleTimeout       = 30 * time.Second
+	DefaultSessionGrace      = 15 * time.Second
 	DefaultMaxHandshakes     = 128
 	DefaultMaxSessions       = 128
 	DefaultEagerLimit        = 16 << 10
@@ -149,6 +150,16 @@ type Config struct {
 	// (see docs/wire.md, "Rail rejoin"). 0 means 500 ms (at most
 	// IdleTimeout); allowed 10 ms to IdleTimeout.
 	RailTimeout time.Duration
+	// SessionGrace is how long a session of two or more rails whose
+	// every rail is down waits for one to come back (the dialing side keeps
+	// reconnecting, the accepting side keeps the session for its rejoins)
+	// before its calls fail with ErrAllRailsDown; meanwhile Send queues
+	// (within the peer's credit) and Recv waits. A session does not wait
+	// when its last rail was closed or reset by the peer's end (EOF,
+	// ECONNRESET: the peer's process ended), nor once the peer refuses
+	// every rejoin (it no longer has the session). 0 means 15 s; a
+	// negative value fails at once.
+	SessionGrace time.Duration
 	// DialRail, when set, opens rail r's TCP connection in place of a
 	// net.Dialer bound to r.Local: for instance to dial from another network
 	// namespace, or through a proxy. It must honour ctx's deadline and
@@ -309,6 +320,9 @@ func (c Config) validate(dialing bool) (config, error) {
 	}
 	if c.RailTimeout < 10*time.Millisecond || c.RailTimeout > c.IdleTimeout {
 		return config{}, cfgErr("RailTimeout", c.RailTimeout, fmt.Sprintf("10ms..IdleTimeout (%v)", c.IdleTimeout))
+	}
+	if c.SessionGrace == 0 {
+		c.SessionGrace = DefaultSessionGrace
 	}
 	if c.DispatchInterval != 0 && (c.DispatchInterval < MinDispatchInterval || c.DispatchInterval > MaxDispatchInterval) {
 		return config{}, cfgErr("DispatchInterval", c.DispatchInterval, fmt.Sprintf("0 (continuous) or %v..%v", MinDispatchInterval, MaxDispatchInterval))

@@ -92,6 +92,7 @@ type Conn struct {
 	explain       sched.Explanation      // reused by Stats
 	recent        [RecentChoices]uint8   // ring of the last rail choices, indexed by picks % RecentChoices
 	picks         uint64                 // rail choices made by the scheduler so far
+	out           outage                 // no rail up: waiting for one (outage.go)
 	recvMsgs      atomic.Uint64
 	goingAway     atomic.Uint32 // GOAWAY code + 1 once Close started
 	recvWants     atomic.Int32  // Recvs that may read the rail themselves
@@ -340,6 +341,19 @@ func (c *Conn) shutdown(err error, goAway bool) {
 			_ = r.c.Close()
 		}
 		var lost undelivered
+		for _, e := range c.out.held {
+			if e.Seg.msg != nil {
+				continue
+			}
+			if e.Sent != 0 {
+				lost.unacked++
+				lost.unackedBytes += int64(len(e.Seg.payload))
+			} else {
+				lost.unsent++
+				lost.unsentBytes += int64(len(e.Seg.payload))
+			}
+		}
+		c.out.held = nil
 		var left []entry
 		for _, r := range c.rails {
 			// Segments are left to the garbage collector, not the pool: a

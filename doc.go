@@ -57,7 +57,9 @@
 // has passed the handshake, the rail carries traffic again
 // (RailStats.Rejoins, RailStats.LastError). Idle rails are kept alive with
 // pings, and a rail on which nothing arrives for Config.IdleTimeout is
-// dropped.
+// dropped. When no rail is left, a connection of two or more rails waits
+// Config.SessionGrace for one to rejoin before it fails (not when the
+// peer's end closed its last rail: its process ended).
 //
 // On a connection with a single rail, Recv reads the rail itself rather
 // than being handed each message by the rail's reader goroutine, which
@@ -123,8 +125,8 @@
 //   - ErrAuth (inside a *RailError from Dial) means the two sides do not
 //     share the token; ErrVersion means the peer speaks another protocol
 //     version.
-//   - ErrAllRailsDown means every rail of the connection broke; the
-//     connection is closed.
+//   - ErrAllRailsDown means every rail of the connection broke and none
+//     came back within Config.SessionGrace; the connection is closed.
 //   - ErrTooLarge means a message exceeds MaxMessageSize or what the peer
 //     accepts; nothing was sent and the connection stays usable.
 //   - ErrProtocol means the peer violated the protocol (see docs/wire.md);

@@ -48,6 +48,11 @@ func (c *Conn) railDown(r *rail, gen uint64, err error) {
 		return
 	}
 	if !c.anyUp() {
+		if c.holdLocked(r, err, segs) {
+			c.broadcast()
+			c.mu.Unlock()
+			return
+		}
 		c.mu.Unlock()
 		c.log.Warn("rail down; no rail left", "rail", r.name, "err", err)
 		c.shutdown(fmt.Errorf("%w (last: %s: %v)", ErrAllRailsDown, r.name, err), false)

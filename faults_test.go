@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/multirail/multirail/emu"
 )
 
 // TestPeerKilledMidTransfer: the peer's process is killed (SIGKILL) while
@@ -120,5 +123,163 @@ func TestAllRailsBlackout(t *testing.T) {
 	}
 	if err := <-sent; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// outageConfig notices a silent link within a few hundred milliseconds,
+// so that an outage of a second or two takes every rail down.
+var outageConfig = Config{IdleTimeout: 300 * time.Millisecond, RailTimeout: 100 * time.Millisecond, HandshakeTimeout: 2 * time.Second}
+
+// setDown takes every link down or back up.
+func setDown(links []*emu.Link, down bool) {
+	for _, l := range links {
+		l.SetDown(down)
+	}
+}
+
+// railsUp counts c's rails that are up.
+func railsUp(c *Conn) int {
+	n := 0
+	for _, r := range c.Stats().Rails {
+		if r.Up {
+			n++
+		}
+	}
+	return n
+}
+
+// TestSessionGraceOutage: every link goes silent for longer than the
+// idle timeout, so that both sides take every rail down; the session
+// waits (Send queues, Recv waits), the dialing side reconnects once the
+// links are back, and every message arrives whole, once, in order,
+// including the ones sent while no rail was up.
+func TestSessionGraceOutage(t *testing.T) {
+	a, b, links := emuPair(t, outageConfig, 100e6, 100e6)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	msg := func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, 1000+i*7919%(256<<10)) }
+	const n, during = 60, 20 // messages 20..39 are sent while no rail is up
+	got := make(chan error, 1)
+	go func() {
+		for i := 0; i < n; i++ {
+			m, err := b.Recv(ctx)
+			if err != nil {
+				got <- fmt.Errorf("message %d: %w", i, err)
+				return
+			}
+			if !bytes.Equal(m.Data, msg(i)) {
+				got <- fmt.Errorf("message %d: %d bytes, not the message sent", i, len(m.Data))
+				return
+			}
+			b.Release(m.Data)
+		}
+		got <- nil
+	}()
+	for i := 0; i < during; i++ {
+		if err := a.Send(ctx, 1, msg(i)); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	setDown(links, true)
+	waitLong(t, "every rail down on both sides", func() bool { return railsUp(a) == 0 && railsUp(b) == 0 })
+	sent := make(chan error, 1)
+	go func() {
+		for i := during; i < n; i++ {
+			if err := a.Send(ctx, 1, msg(i)); err != nil {
+				sent <- fmt.Errorf("message %d: %w", i, err)
+				return
+			}
+		}
+		sent <- nil
+	}()
+	// The eager messages among them are held while no rail is up; the
+	// first large one waits for its acknowledgement.
+	time.Sleep(time.Second) // part of the outage, not a synchronisation
+	if railsUp(a) != 0 || railsUp(b) != 0 {
+		t.Fatalf("a rail came up while every link was down: %d and %d", railsUp(a), railsUp(b))
+	}
+	setDown(links, false)
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*Conn{a, b} {
+		for _, r := range c.Stats().Rails {
+			if r.Rejoins == 0 {
+				t.Errorf("rail %s never rejoined", r.Name)
+			}
+		}
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("Close after everything was received: %v", err)
+	}
+}
+
+// TestSessionGraceExpires: when no rail comes back within SessionGrace,
+// Recv and Send fail with ErrAllRailsDown, and Close reports the eager
+// message that was held and never delivered.
+func TestSessionGraceExpires(t *testing.T) {
+	cfg := outageConfig
+	cfg.SessionGrace = 700 * time.Millisecond
+	a, b, links := emuPair(t, cfg, 100e6, 100e6)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	setDown(links, true)
+	waitLong(t, "every rail of the sender down", func() bool { return railsUp(a) == 0 })
+	if err := a.Send(ctx, 1, []byte("held")); err != nil {
+		t.Fatalf("eager Send during the grace: %v; want nil (held)", err)
+	}
+	start := time.Now()
+	if _, err := b.Recv(ctx); !errors.Is(err, ErrAllRailsDown) || !strings.Contains(err.Error(), "SessionGrace") {
+		t.Fatalf("Recv once the grace ran out: %v; want ErrAllRailsDown naming SessionGrace", err)
+	}
+	if waited := time.Since(start); waited > 10*time.Second {
+		t.Fatalf("Recv failed %v after the outage began; SessionGrace is %v", waited, cfg.SessionGrace)
+	}
+	if err := a.Send(ctx, 1, make([]byte, 1<<20)); !errors.Is(err, ErrAllRailsDown) {
+		t.Fatalf("Send after the grace: %v; want ErrAllRailsDown", err)
+	}
+	if err := a.Close(); !errors.Is(err, ErrUndelivered) {
+		t.Fatalf("Close: %v; want ErrUndelivered for the held message", err)
+	}
+}
+
+// TestSessionGraceNone: a negative SessionGrace fails the session as soon
+// as its last rail is down.
+func TestSessionGraceNone(t *testing.T) {
+	cfg := outageConfig
+	cfg.SessionGrace = -1
+	_, b, links := emuPair(t, cfg, 100e6, 100e6)
+	setDown(links, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := b.Recv(ctx); !errors.Is(err, ErrAllRailsDown) || strings.Contains(err.Error(), "SessionGrace") {
+		t.Fatalf("Recv with no grace: %v; want ErrAllRailsDown at once", err)
+	}
+}
+
+// TestSessionGraceRefused: the accepting side gave up on the session (its
+// grace is short) before the links came back; the dialing side's rejoins
+// are refused, and it fails at once rather than at the end of its own
+// long grace.
+func TestSessionGraceRefused(t *testing.T) {
+	lcfg, dcfg := outageConfig, outageConfig
+	lcfg.SessionGrace = 300 * time.Millisecond
+	dcfg.SessionGrace = time.Minute
+	a, b, links := emuPairOf(t, lcfg, dcfg, 100e6, 100e6)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	setDown(links, true)
+	if _, err := b.Recv(ctx); !errors.Is(err, ErrAllRailsDown) {
+		t.Fatalf("accepting side: %v; want ErrAllRailsDown after its grace", err)
+	}
+	setDown(links, false)
+	if _, err := a.Recv(ctx); !errors.Is(err, ErrAllRailsDown) || !strings.Contains(err.Error(), "no longer has the session") {
+		t.Fatalf("dialing side: %v; want ErrAllRailsDown saying the peer no longer has the session", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the dialing side waited for its own grace")
 	}
 }

@@ -849,7 +849,7 @@ func TestHostileLoggedReasons(t *testing.T) {
 // transferring meanwhile completes with correct data.
 func TestHostileTrickle(t *testing.T) {
 	const tok = "tok"
-	cfg := Config{Token: tok, HandshakeTimeout: 1500 * time.Millisecond, IdleTimeout: 2 * time.Second, MaxMessageSize: 1 << 20}
+	cfg := Config{Token: tok, HandshakeTimeout: 1500 * time.Millisecond, IdleTimeout: 2 * time.Second, MaxMessageSize: 1 << 20, SessionGrace: -1}
 	ln, sink := hostileListener(t, cfg)
 	a, b := legitOverEmu(t, ln, cfg, 200e6, 100e6)
 	legit := startLegit(t, a, b, false, 2, 256<<10)

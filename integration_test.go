@@ -35,7 +35,14 @@ func TestMain(m *testing.M) {
 // given rates; links[i] carries rail i.
 func emuPair(t *testing.T, cfg Config, rates ...float64) (*Conn, *Conn, []*emu.Link) {
 	t.Helper()
-	ln, err := Listen("127.0.0.1:0", cfg)
+	return emuPairOf(t, cfg, cfg, rates...)
+}
+
+// emuPairOf is emuPair with the listening side's configuration lcfg and
+// the dialing side's cfg.
+func emuPairOf(t *testing.T, lcfg, cfg Config, rates ...float64) (*Conn, *Conn, []*emu.Link) {
+	t.Helper()
+	ln, err := Listen("127.0.0.1:0", lcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -594,9 +601,9 @@ func TestConfigErrors(t *testing.T) {
 }
 
 // TestIdleTimeout: a peer that goes silent (no data, no pings) loses its
-// rail after IdleTimeout.
+// rail after IdleTimeout (with no SessionGrace, the session with it).
 func TestIdleTimeout(t *testing.T) {
-	ln, err := Listen("127.0.0.1:0", Config{IdleTimeout: 300 * time.Millisecond, Plaintext: true})
+	ln, err := Listen("127.0.0.1:0", Config{IdleTimeout: 300 * time.Millisecond, SessionGrace: -1, Plaintext: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,9 +31,9 @@ func superviseTick(railTimeout time.Duration) time.Duration {
 	return min(max(railTimeout/4, 10*time.Millisecond), 100*time.Millisecond)
 }
 
-// supervise runs on connections of two or more rails: it takes stalled
-// rails down while another rail works, and on the dialing side starts
-// rejoin attempts for rails that are down.
+// supervise runs on connections of two or more rails: it takes stalled rails down while another rail works, on
+// the dialing side starts rejoin attempts for rails that are down, and
+// fails the session when an outage outlasts its grace.
 func (c *Conn) supervise() {
 	defer c.wg.Done()
 	t := time.NewTicker(superviseTick(c.cfg.RailTimeout))
@@ -97,7 +97,8 @@ func (c *Conn) supervise() {
 			// altogether is the idle timeout's business.
 			stalled = stalled[:0]
 		}
-		if c.hooks.redial != nil {
+		over := c.outageOverLocked(now)
+		if c.hooks.redial != nil && over == nil {
 			for _, r := range c.rails {
 				if now >= r.nextTry && r.life.startRejoin() {
 					c.wg.Add(1) // c.wg counts this goroutine: no race with Close's Wait
@@ -106,6 +107,11 @@ func (c *Conn) supervise() {
 			}
 		}
 		c.mu.Unlock()
+		if over != nil {
+			c.log.Warn("no rail came back; the session fails", "err", over)
+			c.shutdown(over, false)
+			return
+		}
 		for _, s := range stalled {
 			c.railDown(s.r, s.gen, s.err)
 		}
@@ -133,6 +139,12 @@ func (c *Conn) rejoin(r *rail) {
 		r.backoff = 0
 		c.mu.Unlock()
 		c.log.Info("rail rejoined", "rail", r.name)
+		return
+	}
+	if refused && c.inOutage() && c.allRefusedLocked() {
+		last := c.out.err
+		c.mu.Unlock()
+		c.shutdown(fmt.Errorf("%w: the peer no longer has the session (rejoin refused: %v); last: %v", ErrAllRailsDown, err, last), false)
 		return
 	}
 	r.backoff = min(max(2*r.backoff, minBackoff), maxBackoff)
@@ -214,18 +226,20 @@ func (c *Conn) attach(r *rail, nc net.Conn, keys *hs.Keys) error {
 		r.life.attachFailed()
 		// What waits in r's queue must not wait for a rail that is not
 		// coming back.
-		if segs := r.core.Drain(nil); len(segs) > 0 {
-			if c.anyUp() {
-				c.resendLocked(segs)
-			}
+		segs := r.core.Drain(nil)
+		anyUp, waiting := c.anyUp(), c.inOutage()
+		switch {
+		case anyUp:
+			c.resendLocked(segs)
+		case waiting:
+			c.out.held = append(c.out.held, segs...)
 		}
-		anyUp := c.anyUp()
 		c.mu.Unlock()
 		if locked {
 			r.wmu.Unlock()
 			r.rdMu.Unlock()
 		}
-		if !anyUp {
+		if !anyUp && !waiting {
 			c.shutdown(fmt.Errorf("%w (rail %s could not be reconnected: %v)", ErrAllRailsDown, r.name, err), false)
 		}
 		return err
@@ -254,6 +268,7 @@ func (c *Conn) attach(r *rail, nc net.Conn, keys *hs.Keys) error {
 	r.life.attached()
 	r.down.Store(false)
 	r.rejoins++
+	c.resumeLocked(r)
 	c.wg.Add(2) // under c.mu with shutting false: Close has not begun waiting
 	go c.writer(r, r.gen)
 	go c.reader(r)

@@ -405,7 +405,8 @@ func TestPlaintextNeedsBothSides(t *testing.T) {
 // that do not open, whoever wrote them, only take the rail down.
 func TestSealedHostilePeer(t *testing.T) {
 	const tok = "sealed hostile peer test token"
-	ln, err := Listen("127.0.0.1:0", Config{Token: tok, MaxMessageSize: 1 << 20})
+	// No SessionGrace: the session ends with its only rail.
+	ln, err := Listen("127.0.0.1:0", Config{Token: tok, MaxMessageSize: 1 << 20, SessionGrace: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -187,7 +187,7 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 			return err
 		}
 		end := min(off+seg, len(msg))
-		if !eager {
+		if !eager && r != nil {
 			end = min(off+c.spanFor(r), len(msg))
 		}
 		s := segPool.Get().(*segment)
@@ -212,8 +212,12 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 		if om != nil {
 			om.remaining++
 		}
-		c.push(r, s)
-		if continuous && !single {
+		if r == nil {
+			c.holdSegLocked(s)
+		} else {
+			c.push(r, s)
+		}
+		if r != nil && continuous && !single {
 			r.signal() // a single frame is flushed below
 		}
 		last = r
@@ -230,7 +234,7 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 	}
 	c.sentMsgs++
 	// On the dispatch timer the segments wait for the next tick.
-	idle := continuous && single && last.core.Len() == 1
+	idle := last != nil && continuous && single && last.core.Len() == 1
 	c.mu.Unlock()
 	if !eager {
 		<-c.enqueuing
@@ -240,7 +244,7 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 		// A one-segment message on an idle rail goes out from here,
 		// without a goroutine hop.
 		c.tryFlush(last, false)
-	} else if continuous && single {
+	} else if last != nil && continuous && single {
 		last.signal()
 	}
 	if eager {
@@ -262,7 +266,8 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 }
 
 // railLocked asks the scheduler for a rail for a frame of size bytes and
-// returns it once it has room. When the chosen rail is full it waits
+// returns it once it has room, or nil during an outage (the frame is held
+// until a rail comes back). When the chosen rail is full it waits
 // (with c.mu released) for room on that rail, as the scheduler decided;
 // when no rail is acceptable it waits for any change and asks again.
 func (c *Conn) railLocked(size int) (*rail, error) {
@@ -281,6 +286,9 @@ func (c *Conn) railLocked(size int) (*rail, error) {
 			return c.rails[chosen], nil
 		}
 		if !c.anyUp() {
+			if c.inOutage() {
+				return nil, nil // held until a rail comes back
+			}
 			return nil, ErrAllRailsDown
 		}
 		ch := c.changedLocked()
