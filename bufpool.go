@@ -4,13 +4,20 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
+
+	"github.com/multirail/multirail/internal/reasm"
 )
 
-// Receive buffers come from power-of-two size classes from 4 KiB to
-// 256 MiB; Release returns them. Larger messages are plainly allocated.
+// Receive buffers have the capacity the credit window charges for them
+// (reasm.Capacity): a message under reasm.ExactBelow (2 KiB) gets a buffer
+// of its own size; a larger one a buffer of its size class, eight classes
+// per doubling up to 256 MiB, kept for reuse when Release returns it.
+// Larger messages are plainly allocated.
 const (
-	minClassShift = 12
+	minClassShift = 11 // log2(reasm.ExactBelow)
 	maxClassShift = 28
+	classSteps    = 8
+	numClasses    = (maxClassShift-minClassShift)*classSteps + 1
 )
 
 // bufClass is a bounded free list of released buffers of one size.
@@ -19,13 +26,14 @@ type bufClass struct {
 	free [][]byte
 }
 
-// maxFree bounds the buffers kept per class: up to 64 buffers or 64 MiB,
-// but always 8, so that a window of large messages in flight (8 MiB worth,
-// at least 4 of them, as the benchmarks keep) reuses its buffers instead of
-// faulting in fresh memory for every message; maxPooled bounds them all.
-func maxFree(class int) int { return max(8, min(64, (64<<20)>>(class+minClassShift))) }
+var bufClasses [numClasses]bufClass
 
-var bufClasses [maxClassShift - minClassShift + 1]bufClass
+// maxFree bounds the buffers kept per class of size bytes: up to 64
+// buffers or 64 MiB, but always 8, so that a window of large messages in
+// flight (8 MiB worth, at least 4 of them, as the benchmarks keep) reuses
+// its buffers instead of faulting in fresh memory for every message;
+// maxPooled bounds them all.
+func maxFree(size int) int { return max(8, min(64, (64<<20)/size)) }
 
 // maxPooled bounds the bytes kept for reuse in all classes together, so
 // that a peer sending many large messages cannot make the process keep
@@ -35,41 +43,40 @@ const maxPooled = 256 << 20
 // pooled is the bytes now kept in all classes.
 var pooled atomic.Int64
 
-func classOf(n int) int {
-	if n <= 1<<minClassShift {
-		return 0
+// classOf returns the class of buffers of capacity k, or -1 when k is not
+// a class size of the pool.
+func classOf(k int) int {
+	if k < reasm.ExactBelow || uint64(k) != reasm.Capacity(uint64(k)) {
+		return -1
 	}
-	return bits.Len(uint(n-1)) - minClassShift
+	p := bits.Len(uint(k)) - 1
+	c := (p-minClassShift)*classSteps + k>>(p-3) - classSteps
+	if c >= numClasses {
+		return -1
+	}
+	return c
 }
 
-// exactBelow is the size below which a receive buffer is allocated at its
-// own size, outside the pool: a buffer from the smallest class (4 KiB)
-// would hold up to 16 times what the message costs against the credit
-// window (reasm.Cost), and a peer's small messages could pin that much.
-// From exactBelow on, a class buffer is at most twice the message.
-const exactBelow = 1 << (minClassShift - 1)
-
-// allocRecv returns an n-byte buffer, reusing a released one if any.
+// allocRecv returns an n-byte buffer of capacity reasm.Capacity(n),
+// reusing a released one if any.
 func allocRecv(n int) []byte {
-	if n < exactBelow {
-		return make([]byte, n)
-	}
-	c := classOf(n)
-	if c >= len(bufClasses) {
-		return make([]byte, n)
+	k := int(reasm.Capacity(uint64(n)))
+	c := classOf(k)
+	if c < 0 {
+		return make([]byte, n, k)
 	}
 	bc := &bufClasses[c]
 	bc.mu.Lock()
-	if k := len(bc.free); k > 0 {
-		b := bc.free[k-1]
-		bc.free[k-1] = nil
-		bc.free = bc.free[:k-1]
+	if m := len(bc.free); m > 0 {
+		b := bc.free[m-1]
+		bc.free[m-1] = nil
+		bc.free = bc.free[:m-1]
 		bc.mu.Unlock()
 		pooled.Add(-int64(cap(b)))
 		return b[:n]
 	}
 	bc.mu.Unlock()
-	return make([]byte, n, 1<<(c+minClassShift))
+	return make([]byte, n, k)
 }
 
 // Release hands the Data of a received message back for reuse by later
@@ -78,12 +85,9 @@ func allocRecv(n int) []byte {
 // released are garbage collected as usual.
 func (c *Conn) Release(data []byte) {
 	k := cap(data)
-	if k < 1<<minClassShift || k&(k-1) != 0 {
+	cl := classOf(k)
+	if cl < 0 {
 		return // not one of ours
-	}
-	cl := bits.Len(uint(k)) - 1 - minClassShift
-	if cl >= len(bufClasses) {
-		return
 	}
 	if pooled.Add(int64(k)) > maxPooled {
 		pooled.Add(-int64(k)) // enough kept already: let the collector have it
@@ -91,7 +95,7 @@ func (c *Conn) Release(data []byte) {
 	}
 	bc := &bufClasses[cl]
 	bc.mu.Lock()
-	if len(bc.free) < maxFree(cl) {
+	if len(bc.free) < maxFree(k) {
 		bc.free = append(bc.free, data[:0])
 		bc.mu.Unlock()
 		return

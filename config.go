@@ -127,11 +127,13 @@ type Config struct {
 	// at 12.5 GiB of windows (1 GiB, the default until wire version 4,
 	// made that 106 GiB); set it on both sides for larger messages.
 	MaxMessageSize int64
-	// MaxReceiveBuffer bounds the bytes held for the peer: messages being
-	// reassembled plus complete messages not yet taken by Recv, each
-	// counted with a 256-byte overhead. It is the flow-control window the
-	// peer may not exceed. 0 means MaxMessageSize + 64 MiB; it must be at
-	// least MaxMessageSize + 256.
+	// MaxReceiveBuffer bounds the bytes held for the peer: the buffers of
+	// messages being reassembled plus complete messages not yet taken by
+	// Recv, each counted at its capacity (the message's size below 2 KiB,
+	// else its size class, less than 12.5 % more) plus 256 bytes. It is
+	// the flow-control window the peer may not exceed. 0 means
+	// MaxMessageSize + 64 MiB (at least what one MaxMessageSize message
+	// costs); it must be at least that cost.
 	MaxReceiveBuffer int64
 	// HandshakeTimeout bounds every rail's handshake and, on the accepting
 	// side, the time for all rails of a session to join; 0 means 10 s.
@@ -298,10 +300,10 @@ func (c Config) validate(dialing bool) (config, error) {
 	}
 	minBuf := int64(reasm.Cost(uint64(c.MaxMessageSize)))
 	if c.MaxReceiveBuffer == 0 {
-		c.MaxReceiveBuffer = c.MaxMessageSize + 64<<20
+		c.MaxReceiveBuffer = max(c.MaxMessageSize+64<<20, minBuf)
 	}
 	if c.MaxReceiveBuffer < minBuf || c.MaxReceiveBuffer > math.MaxInt64/2 {
-		return config{}, cfgErr("MaxReceiveBuffer", c.MaxReceiveBuffer, fmt.Sprintf(">= MaxMessageSize + %d = %d bytes", reasm.Overhead, minBuf))
+		return config{}, cfgErr("MaxReceiveBuffer", c.MaxReceiveBuffer, fmt.Sprintf(">= the cost of a MaxMessageSize message (its buffer's capacity + %d) = %d bytes", reasm.Overhead, minBuf))
 	}
 	if c.HandshakeTimeout == 0 {
 		c.HandshakeTimeout = DefaultHandshakeTimeout

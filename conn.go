@@ -137,7 +137,11 @@ type connHooks struct {
 }
 
 func newConn(cfg config, session [16]byte, key [32]byte, rails []railInit, peer peerParams, sch sched.Scheduler, hooks connHooks) (*Conn, error) {
-	re, err := reasm.New(reasm.Config{SegmentSize: peer.seg, MaxMessage: cfg.MaxMessageSize, Window: uint64(cfg.MaxReceiveBuffer), Alloc: allocRecv})
+	// Copies of a segment read while it arrives on another rail: one
+	// frame's payload per rail, as many as can be read at once.
+	copies := int64(len(rails)) * int64(wire.MaxPayload(peer.seg))
+	re, err := reasm.New(reasm.Config{SegmentSize: peer.seg, MaxMessage: cfg.MaxMessageSize, Window: uint64(cfg.MaxReceiveBuffer),
+		MaxCopies: copies, Alloc: allocRecv})
 	if err != nil {
 		return nil, err
 	}

@@ -85,6 +85,17 @@ func (s *logSink) snapshot() (string, <-chan struct{}) {
 func (s *logSink) String() string { text, _ := s.snapshot(); return text }
 
 // tail is the end of the log, for failure messages.
+// grep returns the lines of the log that contain sub.
+func (s *logSink) grep(sub string) string {
+	var b strings.Builder
+	for line := range strings.Lines(s.String()) {
+		if strings.Contains(line, sub) {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
+
 func (s *logSink) tail() string {
 	text := s.String()
 	if len(text) > 4000 {
@@ -1383,7 +1394,7 @@ func TestHostileMemoryBound(t *testing.T) {
 			// complete (every segment but the last), then announce more
 			// at the largest size: the third exceeds the credit.
 			seg := int(fillHello.SegmentSize)
-			sizes := []uint64{rssMaxMessage, rssMaxBuffer - 2*256 - rssMaxMessage, rssMaxMessage, rssMaxMessage}
+			sizes := []uint64{rssMaxMessage, reasm.Largest(rssMaxBuffer - reasm.Cost(rssMaxMessage)), rssMaxMessage, rssMaxMessage}
 			var w bytes.Buffer
 			for i, total := range sizes {
 				id := uint64(i + 1)
@@ -1441,7 +1452,7 @@ func TestHostileMemoryBound(t *testing.T) {
 	}
 	runAll(t, attacks)
 	if t.Failed() {
-		t.Fatalf("receiver log:\n%s", sink.tail())
+		t.Fatalf("receiver log of the attackers' sessions:\n%s\nreceiver log:\n%s", sink.grep("session=bad"), sink.tail())
 	}
 	legit.progress(t, 2)
 	legit.finish(t)

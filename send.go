@@ -122,7 +122,7 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 	}
 	cost := reasm.Cost(uint64(len(msg)))
 	if uint64(len(msg)) > c.peerMax || cost > c.peerWindow {
-		return fmt.Errorf("%w: %d bytes, the peer accepts at most %d", ErrTooLarge, len(msg), min(c.peerMax, c.peerWindow-reasm.Overhead))
+		return fmt.Errorf("%w: %d bytes, the peer accepts at most %d", ErrTooLarge, len(msg), min(c.peerMax, reasm.Largest(c.peerWindow)))
 	}
 	eager := len(msg) <= c.cfg.EagerLimit
 	if !eager {

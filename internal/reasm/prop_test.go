@@ -138,7 +138,7 @@ func newDriver(t *rapid.T, tight bool) *driver {
 			window += Cost(uint64(len(msgs[i].data)))
 		}
 	}
-	cfg := Config{SegmentSize: seg, MaxMessage: maxMsg, Window: window}
+	cfg := Config{SegmentSize: seg, MaxMessage: maxMsg, Window: window, MaxCopies: 1 << 40}
 	r, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

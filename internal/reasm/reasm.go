@@ -8,14 +8,6 @@ import (
 	"github.com/multirail/multirail/internal/wire"
 )
 
-// Overhead is the fixed cost, in bytes, charged against the credit window
-// for every message on top of its length: it bounds the bookkeeping a peer
-// can make a receiver hold with empty messages.
-const Overhead = 256
-
-// Cost is what a message of n bytes costs against the credit window.
-func Cost(n uint64) uint64 { return n + Overhead }
-
 // ErrCredit is returned (wrapped) when a peer starts a message beyond the
 // credit it was granted: a protocol violation.
 var ErrCredit = errors.New("reasm: flow-control credit exceeded")
@@ -37,6 +29,13 @@ type Config struct {
 	// It bounds the bytes held (messages being assembled plus messages
 	// complete but not yet taken by Next).
 	Window uint64
+	// MaxCopies bounds the bytes of segment copies kept at once: a segment
+	// offered (Offer) while the same segment is being read on another rail
+	// is kept, in case that read fails, only while the copies stay within
+	// it; otherwise it is dropped (if the read then fails, the sender
+	// resends the segment). 0 keeps none. The transport allows one maximal
+	// frame payload per rail.
+	MaxCopies int64
 	// Alloc, if set, returns a buffer of exactly n bytes for a new message
 	// (for example from a pool). Its contents need not be zero: every byte
 	// is written before the message is released. nil means make.
@@ -105,6 +104,7 @@ type Reassembler struct {
 	used     uint64 // cost of every message the peer has started
 	granted  uint64 // credit granted, cumulative
 	held     int64  // bytes of messages in memory
+	copies   int64  // bytes of segment copies kept (msg.held), at most cfg.MaxCopies
 }
 
 // validate checks c; the error names the field, its value and what is
@@ -243,7 +243,7 @@ func (r *Reassembler) Commit(d wire.Data) bool {
 		return false
 	}
 	setSpan(m, i, k, slotDone)
-	delete(m.held, i)
+	r.dropCopies(m, i, k)
 	r.done(m, k)
 	return m.missing == 0
 }
@@ -260,15 +260,37 @@ func (r *Reassembler) Abort(d wire.Data) {
 	if st, ok := spanState(m, i, k); !ok || st != slotBusy {
 		return
 	}
-	if p, ok := m.held[i]; ok {
-		copy(m.data[d.Offset:], p)
-		delete(m.held, i)
-		setSpan(m, i, k, slotDone)
-		r.done(m, k)
-		return
-	}
 	setSpan(m, i, k, slotMissing)
+	// Copies offered meanwhile fill what they cover.
+	seg := r.cfg.SegmentSize
+	for j, p := range m.held {
+		if j < i || j >= i+k {
+			continue
+		}
+		kk := max(1, (len(p)+seg-1)/seg)
+		if st, ok := spanState(m, j, kk); ok && st == slotMissing {
+			copy(m.data[j*seg:], p)
+			setSpan(m, j, kk, slotDone)
+			r.done(m, kk)
+		}
+	}
+	r.dropCopies(m, i, k)
 }
+
+// dropCopies forgets the copies kept for spans starting in slots i..i+k-1
+// of m, which are settled.
+func (r *Reassembler) dropCopies(m *msg, i, k int) {
+	for j, p := range m.held {
+		if j >= i && j < i+k {
+			delete(m.held, j)
+			r.copies -= int64(len(p))
+		}
+	}
+}
+
+// Copies is the number of bytes of segment copies now kept (see
+// Config.MaxCopies).
+func (r *Reassembler) Copies() int64 { return r.copies }
 
 // Offer hands in the payload of a segment Begin answered with Hold. If the
 // segment is still being read elsewhere a copy is kept for the case that
@@ -289,12 +311,14 @@ func (r *Reassembler) Offer(d wire.Data, payload []byte) {
 		setSpan(m, i, k, slotDone)
 		r.done(m, k)
 	case slotBusy:
+		if _, ok := m.held[i]; ok || r.copies+int64(len(payload)) > r.cfg.MaxCopies {
+			return // one copy is enough; beyond MaxCopies the sender resends if need be
+		}
 		if m.held == nil {
 			m.held = make(map[int][]byte)
 		}
-		if _, ok := m.held[i]; !ok {
-			m.held[i] = append([]byte(nil), payload...)
-		}
+		m.held[i] = append([]byte(nil), payload...)
+		r.copies += int64(len(payload))
 	}
 }
 
@@ -369,6 +393,9 @@ func (r *Reassembler) newMsg(n int) *msg {
 
 // freeMsg keeps m for reuse (a bounded number of them).
 func (r *Reassembler) freeMsg(m *msg) {
+	for _, p := range m.held {
+		r.copies -= int64(len(p))
+	}
 	*m = msg{} // drop the data even if m is not kept: something may still point at m
 	if len(r.freeMsgs) < 64 {
 		r.freeMsgs = append(r.freeMsgs, m)

@@ -446,7 +446,7 @@ func TestPaths(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			runScript(t, Config{SegmentSize: testSeg, MaxMessage: 1 << 20, Window: 4 << 20}, tc.ops)
+			runScript(t, Config{SegmentSize: testSeg, MaxMessage: 1 << 20, Window: 4 << 20, MaxCopies: 1 << 20}, tc.ops)
 		})
 	}
 }
