@@ -3,8 +3,6 @@ package rdzv
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -14,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	hs "github.com/multirail/multirail/internal/handshake"
 	tokens "github.com/multirail/multirail/internal/token"
 )
 
@@ -32,14 +31,17 @@ type Card struct {
 }
 
 // ErrAuth is wrapped by Exchange's error when the rank and the rendezvous
-// do not share the token.
+// do not share the token, or when a sealed frame of a tcp:// exchange
+// does not open (it was altered on the way, or injected by someone who
+// does not have the connection's keys).
 var ErrAuth = errors.New("rdzv: authentication failed")
 
 // RefusedError is returned by Exchange, at once and without retrying, when
-// the rendezvous refused this rank for good: wrong token (it then wraps
-// ErrAuth), a card that disagrees with the job (size, job id, rank out of
-// range, the rank registered by another process), a stale file:// store,
-// or a peer that does not speak the protocol.
+// the rendezvous refused this rank for good: wrong token or a frame that
+// does not open (it then wraps ErrAuth), a card that disagrees with the
+// job (size, job id, rank out of range, the rank registered by another
+// process), a stale file:// store, or a peer that does not speak the
+// protocol.
 type RefusedError struct {
 	URL    string
 	Reason string
@@ -243,51 +245,25 @@ func (c *tcpClient) attempt(ctx context.Context) ([][]byte, error) {
 	defer stop()
 	conn.SetDeadline(time.Now().Add(clientHandshakeTimeout))
 
+	send, recv, err := c.handshake(conn)
+	if err != nil {
+		return nil, err
+	}
 	refused := func(format string, args ...any) error {
 		return &RefusedError{URL: c.url, Reason: fmt.Sprintf(format, args...)}
 	}
-	typ, body, err := readFrame(conn, max(helloLen, maxErrorLen))
-	if err != nil {
-		if errors.Is(err, errFrame) {
-			return nil, refused("%s is not a multirail rendezvous server: %v", c.addr, err)
-		}
-		return nil, fmt.Errorf("reading the server's hello: %w", err)
-	}
-	if typ != tHello || len(body) != helloLen-1 || string(body[:len(magic)]) != magic {
-		return nil, refused("%s is not a multirail rendezvous server (first frame type %d of %d bytes)", c.addr, typ, len(body))
-	}
-	c.reached = true
-	if v := body[len(magic)]; v != version {
-		return nil, refused("the server speaks rendezvous protocol version %d, this rank version %d", v, version)
-	}
-	nonces := make([]byte, 2*nonceSize)
-	copy(nonces, body[len(magic)+1:])
-	cryptoRand(nonces[nonceSize:])
-	auth := append([]byte{version}, nonces[nonceSize:]...)
-	auth = append(auth, mac(c.token, labelClient, nonces)...)
-	if err := writeFrame(conn, tAuth, auth); err != nil {
-		return nil, err
-	}
-	typ, body, err = readFrame(conn, max(proofLen, maxErrorLen))
-	if err != nil {
-		return nil, fmt.Errorf("reading the server's proof: %w", err)
-	}
-	switch {
-	case typ == tError:
-		return nil, c.serverError(body)
-	case typ != tProof || len(body) != macSize:
-		return nil, refused("protocol error: frame type %d of %d bytes, want the server's proof", typ, len(body))
-	case !hmac.Equal(body, mac(c.token, labelServer, nonces)):
-		return nil, &RefusedError{URL: c.url, Reason: fmt.Sprintf("authentication failed: the server at %s does not prove it knows this rank's token (%s)", c.addr, TokenEnv), auth: true}
-	}
-	cb := appendCardBody(nil, c.card)
-	if err := writeFrame(conn, tCard, append(cb, mac(c.token, labelCard, nonces, cb)...)); err != nil {
+	if err := writeSealed(conn, send, tCard, appendCardBody(nil, c.card)); err != nil {
 		return nil, err
 	}
 	conn.SetDeadline(time.Time{})
 	for {
-		typ, body, err := readFrame(conn, MaxTable+1+macSize)
-		if err != nil {
+		typ, body, err := readSealed(conn, recv, 1+MaxTable)
+		switch {
+		case errors.Is(err, hs.ErrAuth):
+			return nil, c.notOpen(err)
+		case errors.Is(err, errFrame):
+			return nil, refused("protocol error: %v", err)
+		case err != nil:
 			return nil, fmt.Errorf("waiting for the table: %w", err)
 		}
 		switch typ {
@@ -300,14 +276,7 @@ func (c *tcpClient) attempt(ctx context.Context) ([][]byte, error) {
 		case tError:
 			return nil, c.serverError(body)
 		case tTable:
-			tb, sum, err := splitMAC(body)
-			if err == nil && !hmac.Equal(sum, mac(c.token, labelTable, nonces, tb)) {
-				err = errors.New("table MAC mismatch")
-			}
-			var table [][]byte
-			if err == nil {
-				table, err = decodeTable(tb, c.card.Size)
-			}
+			table, err := decodeTable(body, c.card.Size)
 			if err != nil {
 				return nil, refused("bad table from the server: %v", err)
 			}
@@ -317,12 +286,71 @@ func (c *tcpClient) attempt(ctx context.Context) ([][]byte, error) {
 			// Confirm, so that the server can stop; the table is ours
 			// whatever happens to the confirmation.
 			conn.SetWriteDeadline(time.Now().Add(time.Second))
-			writeFrame(conn, tAck, nil)
+			writeSealed(conn, send, tAck, nil)
 			return table, nil
 		default:
 			return nil, refused("protocol error: frame type %d while waiting for the table", typ)
 		}
 	}
+}
+
+// handshake reads the server's hello and runs the Noise handshake as its
+// initiator: noise1 proves that this rank knows the token, noise2 that
+// the server does. It returns the ciphers of the two directions.
+func (c *tcpClient) handshake(conn net.Conn) (send, recv *hs.Cipher, err error) {
+	refused := func(format string, args ...any) error {
+		return &RefusedError{URL: c.url, Reason: fmt.Sprintf(format, args...)}
+	}
+	typ, body, err := readFrame(conn, max(helloLen, maxErrorLen))
+	if err != nil {
+		if errors.Is(err, errFrame) {
+			return nil, nil, refused("%s is not a multirail rendezvous server: %v", c.addr, err)
+		}
+		return nil, nil, fmt.Errorf("reading the server's hello: %w", err)
+	}
+	if typ != tHello {
+		return nil, nil, refused("%s is not a multirail rendezvous server (first frame type %d of %d bytes)", c.addr, typ, len(body))
+	}
+	v, err := parseHello(body)
+	if err != nil {
+		return nil, nil, refused("%s is not a multirail rendezvous server: %v", c.addr, err)
+	}
+	c.reached = true
+	if v != version {
+		return nil, nil, refused("the server speaks rendezvous protocol version %d, this rank version %d", v, version)
+	}
+	st, err := newState(true, body, c.token)
+	if err != nil {
+		return nil, nil, err
+	}
+	msg1, _, _, err := st.WriteMessage([]byte{version}, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := writeFrame(conn, tNoise1, msg1); err != nil {
+		return nil, nil, err
+	}
+	typ, body, err = readFrame(conn, max(noise2Len, maxErrorLen))
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the server's noise2: %w", err)
+	}
+	switch {
+	case typ == tError:
+		return nil, nil, c.serverError(body)
+	case typ != tNoise2 || len(body) != noise2Len-1:
+		return nil, nil, refused("protocol error: frame type %d of %d bytes, want the server's noise2 (type %d, %d bytes)", typ, len(body), tNoise2, noise2Len-1)
+	}
+	payload, cs1, cs2, err := st.ReadMessage(nil, body)
+	if err != nil || len(payload) != 0 || cs1 == nil || cs2 == nil {
+		return nil, nil, &RefusedError{URL: c.url, Reason: fmt.Sprintf("authentication failed: the server at %s does not prove it knows this rank's token (%s)", c.addr, TokenEnv), auth: true}
+	}
+	return hs.NewCipher(cs1), hs.NewCipher(cs2), nil
+}
+
+// notOpen is the refusal for a sealed frame from the server that does not
+// open (err wraps handshake.ErrAuth).
+func (c *tcpClient) notOpen(err error) error {
+	return &RefusedError{URL: c.url, auth: true, Reason: fmt.Sprintf("authentication failed: a frame from the server at %s does not open: altered on the way, or not sent by the server this rank authenticated (%v)", c.addr, err)}
 }
 
 // serverError turns an error frame into a refusal.
@@ -333,6 +361,3 @@ func (c *tcpClient) serverError(body []byte) error {
 	text := strings.ToValidUTF8(string(body[1:]), "?")
 	return &RefusedError{URL: c.url, Reason: text, auth: body[0] == codeAuth}
 }
-
-// cryptoRand fills b with random bytes (crypto/rand.Read never fails).
-func cryptoRand(b []byte) { crand.Read(b) }

@@ -9,6 +9,10 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/flynn/noise"
+
+	hs "github.com/multirail/multirail/internal/handshake"
 )
 
 // Limits of the protocol. They bound every allocation a peer can cause.
@@ -28,31 +32,38 @@ const (
 )
 
 const (
-	version   = 1
+	version   = 2
 	magic     = "MRDZ"      // first bytes of the server's hello frame
 	fileMagic = "MRDZF\x01" // first bytes of a file:// card
 
-	nonceSize = 32
-	macSize   = 32
+	macSize = 32 // HMAC-SHA256, of a file:// card
+	// noiseMsgLen is the size of either Noise message: an ephemeral
+	// Curve25519 key and the AEAD tag of an empty payload.
+	noiseMsgLen = 32 + hs.Overhead
 
-	// Frame types.
-	tHello  = 1 // server → rank: magic[4] version[1] server nonce[32]
-	tAuth   = 2 // rank → server: version[1] rank nonce[32] proof[32]
-	tProof  = 3 // server → rank: proof[32]
-	tCard   = 4 // rank → server: card body, mac[32]
+	// Frame types. The first three and an error before the handshake
+	// completes go in clear; the others only inside a sealed frame.
+	tHello  = 1 // server → rank: magic[4] version[1]
+	tNoise1 = 2 // rank → server: version[1] Noise message 1 (psk, e)[48]
+	tNoise2 = 3 // server → rank: Noise message 2 (e, ee)[48]
+	tCard   = 4 // rank → server: card body
 	tStatus = 5 // server → rank: registered u32, size u32, missing u32, n u16, n × (lo u32, hi u32)
-	tTable  = 6 // server → rank: count u32, count × (len u32, data), mac[32]
+	tTable  = 6 // server → rank: count u32, count × (len u32, data)
 	tAck    = 7 // rank → server: empty
 	tError  = 8 // server → rank: code u8, text
+	tSealed = 9 // both ways after the handshake: AEAD(inner type || inner body)
 
 	// Error codes (tError).
-	codeAuth     = 1 // the rank's proof is wrong: not the server's token
+	codeAuth     = 1 // the rank does not know the server's token, or its frame does not open
 	codeRefused  = 2 // the card disagrees with the job (size, job id, rank, duplicate)
 	codeProtocol = 3 // the peer broke the protocol (or speaks another version)
 
-	helloLen = 1 + len(magic) + 1 + nonceSize
-	authLen  = 1 + 1 + nonceSize + macSize
-	proofLen = 1 + macSize
+	helloLen  = 1 + len(magic) + 1
+	noise1Len = 1 + 1 + noiseMsgLen
+	noise2Len = 1 + noiseMsgLen
+	// sealedOverhead is what sealing adds to an inner frame (type byte
+	// included): the outer type byte and the AEAD tag.
+	sealedOverhead = 1 + hs.Overhead
 	// cardHeader is the fixed part of a card body: job length, rank, size.
 	cardHeader = 2 + 4 + 4
 	// maxStatusRanges bounds the missing-rank ranges a status frame lists.
@@ -61,19 +72,90 @@ const (
 	maxErrorText    = 1024
 	maxErrorLen     = 1 + 1 + maxErrorText
 
-	labelClient = "multirail-rdzv-client"
-	labelServer = "multirail-rdzv-server"
-	labelCard   = "multirail-rdzv-card"
-	labelTable  = "multirail-rdzv-table"
-	labelFile   = "multirail-rdzv-file"
+	labelPSK  = "multirail/rdzv 2 token"
+	labelFile = "multirail-rdzv-file"
 )
 
 // errFrame is wrapped by every malformed-frame error.
 var errFrame = errors.New("rdzv: malformed frame")
 
-// cardFrameMax is the largest card frame (type byte included) for cards
-// of at most maxCard bytes.
-func cardFrameMax(maxCard int) int { return 1 + cardHeader + MaxJobID + maxCard + macSize }
+// errAfterHandshake (which wraps errFrame) is wrapped by the errors of a
+// frame, after the handshake, that is not sealed or holds no inner type.
+var errAfterHandshake = fmt.Errorf("%w after the handshake", errFrame)
+
+// cardFrameMax is the largest card frame (inner type byte included) for
+// cards of at most maxCard bytes.
+func cardFrameMax(maxCard int) int { return 1 + cardHeader + MaxJobID + maxCard }
+
+// pskOf is the pre-shared key of the tcp:// handshake:
+// HMAC-SHA256(key = token, "multirail/rdzv 2 token"). It is not the
+// transport's (handshake.TokenKey): one token never gives the same key to
+// both protocols. An empty token gives the HMAC of the empty key.
+func pskOf(token []byte) [32]byte { return [32]byte(mac(token, labelPSK)) }
+
+// helloBody is the body of the server's hello frame, which both sides
+// take as the Noise prologue.
+func helloBody() []byte { return append([]byte(magic), version) }
+
+// parseHello checks a hello body's magic and returns its version; the
+// body of this version's hello is exactly helloBody.
+func parseHello(b []byte) (byte, error) {
+	if len(b) < len(magic)+1 || string(b[:len(magic)]) != magic {
+		return 0, fmt.Errorf("%w: hello of %d bytes without the magic %q", errFrame, len(b), magic)
+	}
+	v := b[len(magic)]
+	if v == version && len(b) != helloLen-1 {
+		return v, fmt.Errorf("%w: version %d hello of %d bytes, want %d", errFrame, v, len(b), helloLen-1)
+	}
+	return v, nil
+}
+
+// newState is the Noise handshake state of the rank (initiator) or the
+// server: Noise_NNpsk0_25519_AESGCM_SHA256 with the hello body as
+// prologue and pskOf(token) as pre-shared key.
+func newState(initiator bool, prologue, token []byte) (*noise.HandshakeState, error) {
+	return hs.NewState(initiator, prologue, pskOf(token), nil)
+}
+
+// writeSealed writes one sealed frame: the frame header (length, type
+// tSealed), then typ and body sealed by c, in one Write.
+func writeSealed(w io.Writer, c *hs.Cipher, typ byte, body []byte) error {
+	n := 1 + len(body) + sealedOverhead
+	b := make([]byte, 4, 4+n)
+	binary.BigEndian.PutUint32(b, uint32(n))
+	b = append(b, tSealed, typ)
+	b = append(b, body...)
+	// Seal in place: the plaintext (typ, body) becomes the ciphertext
+	// and its tag.
+	b = c.Seal(b[:5], b[5:])
+	_, err := w.Write(b)
+	return err
+}
+
+// readSealed reads one sealed frame whose inner frame (type byte
+// included) has at most max bytes, opens it with c and returns the inner
+// type and body. A frame too long is an error wrapping errFrame (returned
+// before anything is allocated), one of another type or with no inner
+// type an error wrapping errAfterHandshake, and one that does not open
+// (altered, replayed, dropped, moved, or sealed under another key) an
+// error wrapping handshake.ErrAuth.
+func readSealed(r io.Reader, c *hs.Cipher, max int) (byte, []byte, error) {
+	typ, body, err := readFrame(r, max+sealedOverhead)
+	if err != nil {
+		return 0, nil, err
+	}
+	if typ != tSealed {
+		return 0, nil, fmt.Errorf("%w: frame type %d of %d bytes, want a sealed frame (type %d)", errAfterHandshake, typ, len(body), tSealed)
+	}
+	p, err := c.Open(body[:0], body)
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(p) == 0 {
+		return 0, nil, fmt.Errorf("%w: sealed frame without an inner type", errAfterHandshake)
+	}
+	return p[0], p[1:], nil
+}
 
 // writeFrame writes one frame: a 4-byte big-endian length n (type byte
 // and body), the type byte, the body; in one Write.
@@ -250,14 +332,14 @@ func formatRanges(ranges [][2]int, total int) string {
 	return sb.String()
 }
 
-// encodeTable encodes the table body (without its MAC): count u32, then
-// per rank len u32 and data.
+// encodeTable encodes the table body: count u32, then per rank len u32
+// and data.
 func encodeTable(cards [][]byte) []byte {
 	n := 4
 	for _, c := range cards {
 		n += 4 + len(c)
 	}
-	b := make([]byte, 0, n+macSize)
+	b := make([]byte, 0, n)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(cards)))
 	for _, c := range cards {
 		b = binary.BigEndian.AppendUint32(b, uint32(len(c)))

@@ -3,6 +3,8 @@ package rdzv
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -16,8 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/multirail/multirail"
 	"go.uber.org/goleak"
+
+	"github.com/multirail/multirail"
+	hs "github.com/multirail/multirail/internal/handshake"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -273,34 +277,6 @@ func TestRdzvTokenEnv(t *testing.T) {
 	}
 }
 
-// TestRdzvImpostor: a server that does not know the token cannot pass its
-// proof; the rank refuses it.
-func TestRdzvImpostor(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		writeFrame(c, tHello, append([]byte(magic+"\x01"), make([]byte, nonceSize)...))
-		readFrame(c, authLen)
-		writeFrame(c, tProof, make([]byte, macSize)) // a guess
-		io.Copy(io.Discard, c)
-	}()
-	_, err = Exchange(mustTimeout(t, 10*time.Second), "tcp://"+ln.Addr().String(), "tok", Card{Rank: 0, Size: 1})
-	if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "does not prove") {
-		t.Fatalf("%v", err)
-	}
-	<-done
-}
-
 func TestRdzvNotAServer(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -366,27 +342,59 @@ func TestRdzvJobIDAgree(t *testing.T) {
 	}
 }
 
+// rawRank is a rank's connection driven by hand, past the handshake.
+type rawRank struct {
+	net.Conn
+	send, recv *hs.Cipher
+}
+
+// rawHandshake runs the rank's side of the handshake on c by hand, as
+// doc.go describes it (not through the client's code): read the hello,
+// send noise1 under HMAC-SHA256(token, "multirail/rdzv 2 token") with the
+// hello body as prologue, read noise2.
+func rawHandshake(t *testing.T, c net.Conn, token string) *rawRank {
+	t.Helper()
+	typ, hello, err := readFrame(c, 64)
+	if err != nil || typ != 1 || string(hello) != "MRDZ\x02" {
+		t.Fatalf("hello: type %d %q, %v", typ, hello, err)
+	}
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte("multirail/rdzv 2 token"))
+	st, err := hs.NewState(true, hello, [32]byte(m.Sum(nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg1, _, _, err := st.WriteMessage([]byte{2}, nil)
+	if err != nil || len(msg1) != 1+48 {
+		t.Fatalf("noise1 of %d bytes: %v", len(msg1), err)
+	}
+	if err := writeFrame(c, 2, msg1); err != nil {
+		t.Fatal(err)
+	}
+	typ, msg2, err := readFrame(c, 1+maxErrorLen)
+	if err != nil || typ != 3 || len(msg2) != 48 {
+		t.Fatalf("noise2: type %d of %d bytes %q, %v", typ, len(msg2), msg2, err)
+	}
+	_, cs1, cs2, err := st.ReadMessage(nil, msg2)
+	if err != nil {
+		t.Fatalf("noise2: %v", err)
+	}
+	return &rawRank{Conn: c, send: hs.NewCipher(cs1), recv: hs.NewCipher(cs2)}
+}
+
 // rawRegister registers card by hand and leaves the connection open, as
 // a rank that stopped reading would.
-func rawRegister(t *testing.T, url, token string, card Card) net.Conn {
+func rawRegister(t *testing.T, url, token string, card Card) *rawRank {
 	t.Helper()
 	c, err := net.Dial("tcp", strings.TrimPrefix(url, "tcp://"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, hello, err := readFrame(c, helloLen)
-	if err != nil {
+	rc := rawHandshake(t, c, token)
+	if err := writeSealed(rc, rc.send, tCard, appendCardBody(nil, card)); err != nil {
 		t.Fatal(err)
 	}
-	nonces := append(slices.Clone(hello[len(magic)+1:]), make([]byte, nonceSize)...)
-	cryptoRand(nonces[nonceSize:])
-	writeFrame(c, tAuth, append(append([]byte{version}, nonces[nonceSize:]...), mac([]byte(token), labelClient, nonces)...))
-	if typ, _, err := readFrame(c, proofLen); err != nil || typ != tProof {
-		t.Fatalf("proof: type %d, %v", typ, err)
-	}
-	cb := appendCardBody(nil, card)
-	writeFrame(c, tCard, append(cb, mac([]byte(token), labelCard, nonces, cb)...))
-	return c
+	return rc
 }
 
 func TestRdzvDuplicateRank(t *testing.T) {
@@ -408,7 +416,7 @@ func TestRdzvDuplicateRank(t *testing.T) {
 	rest := runRanks(ctx, ts.url, "", "j", 3, []int{0, 2}, map[int]bool{2: true}, gate)
 	stale.SetReadDeadline(time.Now().Add(10 * time.Second))
 	for {
-		typ, _, err := readFrame(stale, maxStatusLen)
+		typ, _, err := readSealed(stale, stale.recv, maxStatusLen)
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				t.Fatal("the replaced connection is still open")
@@ -543,19 +551,37 @@ func TestRdzvHostileClients(t *testing.T) {
 	c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
 	checks = append(checks, closed("garbage", c))
 	c = dial()
-	c.Write([]byte{0xff, 0xff, 0xff, 0xff, tAuth})
+	c.Write([]byte{0xff, 0xff, 0xff, 0xff, tNoise1})
 	checks = append(checks, closed("huge length", c))
-	// Authenticated, then a card frame far above MaxCard.
+	// A noise1 of the right size that is not one: it does not decrypt.
 	c = dial()
-	_, hello, err := readFrame(c, helloLen)
-	if err != nil {
+	if _, _, err := readFrame(c, helloLen); err != nil {
 		t.Fatal(err)
 	}
-	nonces := append(slices.Clone(hello[len(magic)+1:]), make([]byte, nonceSize)...)
-	writeFrame(c, tAuth, append(append([]byte{version}, nonces[nonceSize:]...), mac([]byte("tok"), labelClient, nonces)...))
-	readFrame(c, proofLen)
-	c.Write([]byte{0, 16, 0, 0, tCard})
-	checks = append(checks, closed("huge card", c))
+	writeFrame(c, tNoise1, append([]byte{version}, bytes.Repeat([]byte{7}, noiseMsgLen)...))
+	checks = append(checks, closed("garbage noise1", c))
+	// Authenticated, then a card frame far above MaxCard.
+	rc := rawHandshake(t, dial(), "tok")
+	rc.Write([]byte{0, 16, 0, 0, tSealed})
+	checks = append(checks, closed("huge card", rc))
+	// Authenticated, then the card in clear.
+	rc = rawHandshake(t, dial(), "tok")
+	writeFrame(rc, tCard, appendCardBody(nil, Card{Rank: 0, Size: 3}))
+	checks = append(checks, closed("clear card", rc))
+	// Authenticated, then a sealed frame that does not open.
+	rc = rawHandshake(t, dial(), "tok")
+	writeFrame(rc, tSealed, bytes.Repeat([]byte{7}, 64))
+	checks = append(checks, closed("card that does not open", rc))
+	// Authenticated, then a sealed card of two frames later (its nonce
+	// is not the next): it does not open either.
+	rc = rawHandshake(t, dial(), "tok")
+	rc.send.Seal(nil, nil)
+	writeSealed(rc, rc.send, tCard, appendCardBody(nil, Card{Rank: 0, Size: 3}))
+	checks = append(checks, closed("card out of turn", rc))
+	// Authenticated, then a sealed frame with nothing inside.
+	rc = rawHandshake(t, dial(), "tok")
+	writeFrame(rc, tSealed, rc.send.Seal(nil, nil))
+	checks = append(checks, closed("empty sealed frame", rc))
 
 	results := runRanks(ctx, ts.url, "tok", "", 3, allRanks(3), nil, nil)
 	for range 3 {
@@ -570,6 +596,11 @@ func TestRdzvHostileClients(t *testing.T) {
 	}
 	if err := ts.serveResult(t); err != nil {
 		t.Fatal(err)
+	}
+	for _, want := range []string{"does not have the server's token", "the card from 127.0.0.1:", "does not open", "want a sealed frame", "sealed frame without an inner type"} {
+		if !strings.Contains(ts.log.String(), want) {
+			t.Errorf("the server's log does not say %q:\n%s", want, ts.log)
+		}
 	}
 }
 

@@ -3,8 +3,6 @@ package rdzv
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	hs "github.com/multirail/multirail/internal/handshake"
 	tokens "github.com/multirail/multirail/internal/token"
 )
 
@@ -84,7 +83,7 @@ type Server struct {
 	seen        []bool   // ranks that registered at some time
 	jobID       string   // cfg.JobID, or the registered cards' job id
 	table       [][]byte // set when complete
-	tableBody   []byte   // encoded table, without MAC
+	tableBody   []byte   // encoded table
 	acked       []bool
 	nacked      int
 	gen         chan struct{} // closed and replaced when registrations change
@@ -106,6 +105,10 @@ type sconn struct {
 	addr     string
 	kick     chan struct{}
 	kickOnce sync.Once
+	// The ciphers of the two directions, once the handshake is done:
+	// every frame is sealed from then on. Used by the connection's
+	// goroutine (send), and its handshake, then its reader (recv).
+	send, recv *hs.Cipher
 }
 
 // kickOut ends the connection: its handshake or wait fails at once.
@@ -410,8 +413,8 @@ func (s *Server) ticker() {
 	}
 }
 
-// refuse tells the rank why (one line), logs it, and keeps it for the
-// IncompleteError.
+// refuse tells the rank why (one line: in clear before the handshake is
+// done, sealed after), logs it, and keeps it for the IncompleteError.
 func (s *Server) refuse(sc *sconn, code byte, msg string) {
 	s.log.Warn("rdzv: refused a rank", "from", sc.addr, "reason", msg)
 	s.mu.Lock()
@@ -424,7 +427,12 @@ func (s *Server) refuse(sc *sconn, code byte, msg string) {
 	if len(msg) > maxErrorText {
 		msg = msg[:maxErrorText]
 	}
-	writeFrame(sc.c, tError, append([]byte{code}, msg...))
+	body := append([]byte{code}, msg...)
+	if sc.send != nil {
+		writeSealed(sc.c, sc.send, tError, body)
+		return
+	}
+	writeFrame(sc.c, tError, body)
 }
 
 func (s *Server) handle(sc *sconn) {
@@ -436,76 +444,96 @@ func (s *Server) handle(sc *sconn) {
 		s.mu.Unlock()
 	}()
 	// The handshake holds a slot; kickOut ends it early.
-	card, nonces, ok := s.handshake(sc)
+	card, ok := s.handshake(sc)
 	<-s.sem
 	if ok {
-		s.serveMember(sc, card, nonces)
+		s.serveMember(sc, card)
 	}
 }
 
 // handshake authenticates the rank and reads its card, within
-// HandshakeTimeout. Refusals are sent to the rank.
-func (s *Server) handshake(sc *sconn) (Card, []byte, bool) {
+// HandshakeTimeout: hello, the rank's noise1 (which proves that it knows
+// the token: nothing that depends on the token goes to a rank that did
+// not prove it), noise2, then the card, sealed. Refusals are sent to the
+// rank.
+func (s *Server) handshake(sc *sconn) (Card, bool) {
 	c := sc.c
 	c.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
-	nonces := make([]byte, 2*nonceSize)
-	rand.Read(nonces[:nonceSize])
-	hello := append([]byte(magic), version)
-	if err := writeFrame(c, tHello, append(hello, nonces[:nonceSize]...)); err != nil {
+	hello := helloBody()
+	if err := writeFrame(c, tHello, hello); err != nil {
 		s.log.Debug("rdzv: hello", "from", sc.addr, "err", err)
-		return Card{}, nil, false
+		return Card{}, false
 	}
-	typ, body, err := readFrame(c, authLen)
+	typ, body, err := readFrame(c, noise1Len)
 	if err != nil {
-		s.log.Debug("rdzv: reading auth", "from", sc.addr, "err", err)
+		s.log.Debug("rdzv: reading noise1", "from", sc.addr, "err", err)
 		if errors.Is(err, errFrame) {
 			s.refuse(sc, codeProtocol, fmt.Sprintf("protocol error from %s: %v", sc.addr, err))
 		}
-		return Card{}, nil, false
+		return Card{}, false
 	}
-	if typ != tAuth || len(body) != authLen-1 {
-		s.refuse(sc, codeProtocol, fmt.Sprintf("protocol error from %s: frame type %d of %d bytes, want auth (type %d, %d bytes)", sc.addr, typ, len(body), tAuth, authLen-1))
-		return Card{}, nil, false
+	if typ != tNoise1 || len(body) < 1 {
+		s.refuse(sc, codeProtocol, fmt.Sprintf("protocol error from %s: frame type %d of %d bytes, want noise1 (type %d, %d bytes)", sc.addr, typ, len(body), tNoise1, noise1Len-1))
+		return Card{}, false
 	}
 	if body[0] != version {
 		s.refuse(sc, codeProtocol, fmt.Sprintf("rank at %s speaks rendezvous protocol version %d, this server version %d", sc.addr, body[0], version))
-		return Card{}, nil, false
+		return Card{}, false
 	}
-	copy(nonces[nonceSize:], body[1:1+nonceSize])
-	if !hmac.Equal(body[1+nonceSize:], mac(s.token, labelClient, nonces)) {
-		s.refuse(sc, codeAuth, fmt.Sprintf("authentication failed: the rank at %s does not have the server's token (%s)", sc.addr, TokenEnv))
-		return Card{}, nil, false
+	if len(body) != noise1Len-1 {
+		s.refuse(sc, codeProtocol, fmt.Sprintf("protocol error from %s: noise1 of %d bytes, want %d", sc.addr, len(body), noise1Len-1))
+		return Card{}, false
 	}
-	if err := writeFrame(c, tProof, mac(s.token, labelServer, nonces)); err != nil {
-		return Card{}, nil, false
-	}
-	typ, body, err = readFrame(c, cardFrameMax(s.cfg.MaxCard))
+	st, err := newState(false, hello, s.token)
 	if err != nil {
+		s.log.Warn("rdzv: handshake state", "from", sc.addr, "err", err)
+		return Card{}, false
+	}
+	if _, _, _, err := st.ReadMessage(nil, body[1:]); err != nil {
+		s.refuse(sc, codeAuth, fmt.Sprintf("authentication failed: the rank at %s does not have the server's token (%s)", sc.addr, TokenEnv))
+		return Card{}, false
+	}
+	msg2, cs1, cs2, err := st.WriteMessage(nil, nil)
+	if err != nil || cs1 == nil || cs2 == nil {
+		s.log.Warn("rdzv: handshake", "from", sc.addr, "err", err)
+		return Card{}, false
+	}
+	if err := writeFrame(c, tNoise2, msg2); err != nil {
+		return Card{}, false
+	}
+	// The initiator (the rank) sends with the first cipher of the split.
+	sc.recv, sc.send = hs.NewCipher(cs1), hs.NewCipher(cs2)
+	typ, body, err = readSealed(c, sc.recv, cardFrameMax(s.cfg.MaxCard))
+	switch {
+	case errors.Is(err, hs.ErrAuth):
+		s.refuse(sc, codeAuth, s.notOpen(sc, "card", err))
+		return Card{}, false
+	case errors.Is(err, errAfterHandshake):
+		s.refuse(sc, codeProtocol, fmt.Sprintf("protocol error from %s: %v", sc.addr, err))
+		return Card{}, false
+	case err != nil:
 		s.log.Debug("rdzv: reading card", "from", sc.addr, "err", err)
 		if errors.Is(err, errFrame) {
 			s.refuse(sc, codeRefused, fmt.Sprintf("card from %s refused: %v (the server's MaxCard is %d bytes)", sc.addr, err, s.cfg.MaxCard))
 		}
-		return Card{}, nil, false
-	}
-	if typ != tCard {
+		return Card{}, false
+	case typ != tCard:
 		s.refuse(sc, codeProtocol, fmt.Sprintf("protocol error from %s: frame type %d, want card (type %d)", sc.addr, typ, tCard))
-		return Card{}, nil, false
+		return Card{}, false
 	}
-	cb, sum, err := splitMAC(body)
-	if err == nil && !hmac.Equal(sum, mac(s.token, labelCard, nonces, cb)) {
-		s.refuse(sc, codeRefused, fmt.Sprintf("card from %s refused: its MAC does not match (altered on the way?)", sc.addr))
-		return Card{}, nil, false
-	}
-	var card Card
-	if err == nil {
-		card, err = decodeCardBody(cb, s.cfg.MaxCard)
-	}
+	card, err := decodeCardBody(body, s.cfg.MaxCard)
 	if err != nil {
 		s.refuse(sc, codeRefused, fmt.Sprintf("card from %s refused: %v (the server's MaxCard is %d bytes)", sc.addr, err, s.cfg.MaxCard))
-		return Card{}, nil, false
+		return Card{}, false
 	}
 	c.SetDeadline(time.Time{})
-	return card, nonces, true
+	return card, true
+}
+
+// notOpen is the refusal for a sealed frame from the rank that does not
+// open (err wraps handshake.ErrAuth).
+func (s *Server) notOpen(sc *sconn, what string, err error) string {
+	return fmt.Sprintf("authentication failed: the %s from %s does not open: altered on the way, or not sent by the rank that authenticated (%v)", what, sc.addr, err)
 }
 
 // register records sc's card. It returns a refusal, or whether the table
@@ -600,11 +628,11 @@ func (s *Server) statusLocked() status {
 
 // serveMember serves a registered connection: status frames until the
 // table is complete, the table, then the rank's acknowledgement.
-func (s *Server) serveMember(sc *sconn, card Card, nonces []byte) {
+func (s *Server) serveMember(sc *sconn, card Card) {
 	c := sc.c
 	write := func(typ byte, body []byte) error {
 		c.SetWriteDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
-		return writeFrame(c, typ, body)
+		return writeSealed(c, sc.send, typ, body)
 	}
 	refusal, done := s.register(sc, card)
 	if refusal != "" {
@@ -614,7 +642,7 @@ func (s *Server) serveMember(sc *sconn, card Card, nonces []byte) {
 	// The reader sees the acknowledgement, or the connection break.
 	readc := make(chan error, 1)
 	go func() {
-		typ, body, err := readFrame(c, 1)
+		typ, body, err := readSealed(c, sc.recv, 1)
 		if err == nil && (typ != tAck || len(body) != 0) {
 			err = fmt.Errorf("%w: frame type %d, want ack", errFrame, typ)
 		}
@@ -643,7 +671,7 @@ func (s *Server) serveMember(sc *sconn, card Card, nonces []byte) {
 			s.mu.Lock()
 			body := s.tableBody
 			s.mu.Unlock()
-			if err := write(tTable, append(body[:len(body):len(body)], mac(s.token, labelTable, nonces, body)...)); err != nil {
+			if err := write(tTable, body); err != nil {
 				s.log.Debug("rdzv: writing the table", "rank", card.Rank, "err", err)
 				return
 			}
@@ -672,7 +700,11 @@ func (s *Server) serveMember(sc *sconn, card Card, nonces []byte) {
 			if err == nil {
 				err = errors.New("acknowledgement before the table")
 			}
-			s.log.Debug("rdzv: rank's connection ended", "rank", card.Rank, "from", sc.addr, "err", err)
+			if errors.Is(err, hs.ErrAuth) {
+				s.refuse(sc, codeAuth, s.notOpen(sc, "frame", err))
+			} else {
+				s.log.Debug("rdzv: rank's connection ended", "rank", card.Rank, "from", sc.addr, "err", err)
+			}
 			s.drop(sc, card.Rank)
 			return
 		case <-sc.kick:

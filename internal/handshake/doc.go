@@ -6,7 +6,9 @@
 // the accepting side), the sealed record layout of the frames that follow
 // (Cipher, SealFrames, SealedSize), the socket tuning (TCP_NODELAY,
 // TCP_NOTSENT_LOWAT), and Reader, which reads the frames with few system
-// calls.
+// calls. NewState, Suite and Cipher (with NewCipher) also serve the job
+// rendezvous (package comm/rdzv), which runs the same Noise pattern under
+// a key of its own.
 //
 // The caller owns the connections: it closes them on any error, and reads
 // each with at most one goroutine at a time.

@@ -103,7 +103,14 @@ type Cipher struct {
 	n uint64
 }
 
-func newCipher(cs *noise.CipherState) *Cipher { return &Cipher{c: cs.Cipher(), n: cs.Nonce()} }
+// NewCipher returns the Cipher of one direction from a CipherState of
+// Noise's Split (what the handshake's last WriteMessage or ReadMessage
+// returns: the initiator sends with the first, the responder with the
+// second); the count of frames starts at the state's nonce. It lets a
+// protocol other than a rail's (the rendezvous, package comm/rdzv) seal
+// its frames after a handshake run with NewState. The CipherState must
+// not be used after this.
+func NewCipher(cs *noise.CipherState) *Cipher { return &Cipher{c: cs.Cipher(), n: cs.Nonce()} }
 
 // Overhead is what sealing adds to a frame.
 const Overhead = wire.TagSize
@@ -225,7 +232,7 @@ func dial(c net.Conn, hello wire.Hello, psk [32]byte, deadline time.Time, rnd io
 	if ch.Flags&wire.ChallengePlaintext != 0 && hello.Flags&wire.HelloPlaintext == 0 {
 		return ch, nil, fmt.Errorf("%w: the acceptor chose plaintext, which this side did not ask for", wire.ErrMalformed)
 	}
-	k := &Keys{Send: newCipher(send), Recv: newCipher(recv), Session: psk, Plaintext: ch.Flags&wire.ChallengePlaintext != 0}
+	k := &Keys{Send: NewCipher(send), Recv: NewCipher(recv), Session: psk, Plaintext: ch.Flags&wire.ChallengePlaintext != 0}
 	if hello.Flags&(wire.HelloJoin|wire.HelloRejoin) == 0 {
 		k.Session = SessionKey(st.ChannelBinding())
 	}
@@ -339,7 +346,7 @@ func accept(c net.Conn, a Acceptor, ch wire.Challenge, deadline time.Time, rnd i
 	if err != nil {
 		return hello, nil, err
 	}
-	k := &Keys{Send: newCipher(send), Recv: newCipher(recv), Session: psk, Plaintext: ch.Flags != 0}
+	k := &Keys{Send: NewCipher(send), Recv: NewCipher(recv), Session: psk, Plaintext: ch.Flags != 0}
 	if hello.Flags&(wire.HelloJoin|wire.HelloRejoin) == 0 {
 		k.Session = SessionKey(st.ChannelBinding())
 	}

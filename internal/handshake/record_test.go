@@ -14,7 +14,7 @@ import (
 // cipherPair returns a sealing and an opening Cipher of one direction.
 func cipherPair() (*Cipher, *Cipher) {
 	k := [32]byte{1, 2, 3}
-	return newCipher(noise.UnsafeNewCipherState(Suite, k, 0)), newCipher(noise.UnsafeNewCipherState(Suite, k, 0))
+	return NewCipher(noise.UnsafeNewCipherState(Suite, k, 0)), NewCipher(noise.UnsafeNewCipherState(Suite, k, 0))
 }
 
 func dataFrame(n int) []byte {
