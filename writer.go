@@ -17,11 +17,13 @@ import (
 // bound of fastNotSent or more (half took ~10 % off loopback goodput at
 // 4-64 MiB, BENCHMARKS.md). Slow rails thus keep their backlog in the
 // rail's own queue, where the scheduler sees it, while fast rails get
-// large writes and few system calls.
+// large writes and few system calls. maxNotSent only binds rails of more
+// than about 16 Gbit/s (loopback): 4 MiB there cost about 8 % of goodput
+// at 64 MiB messages against 16 MiB (BENCHMARKS.md, issue 12).
 const (
 	kernelAhead = 2 * time.Millisecond
 	minNotSent  = 128 << 10
-	maxNotSent  = 4 << 20
+	maxNotSent  = 16 << 20
 	fastNotSent = 1 << 20 // rails of about 4 Gbit/s and more
 )
 
