@@ -50,7 +50,7 @@ type rstate struct {
 	body      [wire.MaxControlBody]byte
 	scratch   []byte // a segment read while the same one arrives elsewhere (Hold)
 	discard   []byte // duplicates are read through it (discardChunk bytes)
-	lastDL    time.Time
+	lastDL    int64 // c.now() when the read deadline was last set; 0: never
 	sinceDL   int  // bytes read since the read deadline was last set
 	prompt    bool // a frame the sender waits for is not acknowledged yet
 	sinceAck  int  // bytes received since the last ACK was asked for
@@ -74,9 +74,8 @@ func (c *Conn) unpoke(r *rail) bool {
 		return false
 	}
 	r.poked = false
-	now := time.Now()
-	_ = r.c.SetReadDeadline(now.Add(c.cfg.IdleTimeout))
-	r.rs.lastDL, r.rs.sinceDL = now, 0
+	_ = r.c.SetReadDeadline(time.Now().Add(c.cfg.IdleTimeout))
+	r.rs.lastDL, r.rs.sinceDL = c.now(), 0
 	return true
 }
 
@@ -106,13 +105,12 @@ func (c *Conn) read(r *rail, p []byte, boundary bool) error {
 			if r.rs.sinceDL < minProgress {
 				return err
 			}
-			now := time.Now()
 			r.pokeMu.Lock() // a poke from now on wins: its deadline stays
 			if !r.poked {
-				_ = r.c.SetReadDeadline(now.Add(c.cfg.IdleTimeout))
+				_ = r.c.SetReadDeadline(time.Now().Add(c.cfg.IdleTimeout))
 			}
 			r.pokeMu.Unlock()
-			r.rs.lastDL, r.rs.sinceDL = now, 0
+			r.rs.lastDL, r.rs.sinceDL = c.now(), 0
 			continue
 		}
 		if boundary && n == 0 && r.br.Buffered() == 0 {
@@ -227,9 +225,11 @@ func (c *Conn) readFrame(r *rail) error {
 		return errRailDone
 	}
 	lim := c.re.Limits()
-	if now := time.Now(); now.Sub(rs.lastDL) > c.cfg.IdleTimeout/4 {
-		_ = r.c.SetReadDeadline(now.Add(c.cfg.IdleTimeout))
-		rs.lastDL, rs.sinceDL = now, 0
+	// The monotonic clock (cheaper than the wall clock) tells when the
+	// deadline is due to move; the wall clock only sets it.
+	if now := c.now(); rs.lastDL == 0 || now-rs.lastDL > int64(c.cfg.IdleTimeout/4) {
+		_ = r.c.SetReadDeadline(time.Now().Add(c.cfg.IdleTimeout))
+		rs.lastDL, rs.sinceDL = max(now, 1), 0
 	}
 	if err := c.readRecord(r, rs.hb[:wire.HeaderSize], true); err != nil {
 		if err == errPoked {
