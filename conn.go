@@ -97,7 +97,8 @@ type Conn struct {
 	goingAway     atomic.Uint32 // GOAWAY code + 1 once Close started
 	recvWants     atomic.Int32  // Recvs that may read the rail themselves
 	recvGrace     atomic.Bool   // a Recv just left; the next one probably comes soon
-	lastRecvExit  atomic.Int64  // c.now() when the last Recv left
+	recvExits     atomic.Uint64 // Recvs that left; graceOver compares with exitsSeen
+	exitsSeen     atomic.Uint64 // recvExits at graceOver's last look
 	pokeMu        sync.Mutex
 	pokeDone      <-chan struct{} // the context watchCtx keeps watching
 	pokeStop      func() bool

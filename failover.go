@@ -68,13 +68,14 @@ func (c *Conn) railDown(r *rail, gen uint64, err error) {
 // are up, as the scheduler chooses. Caller holds c.mu; at least one rail is
 // up.
 func (c *Conn) resendLocked(segs []entry) {
+	now := c.now()
 	for _, e := range segs {
 		s := e.Seg
-		i := c.pickLocked(s.wireSize())
+		i := c.pickLocked(now, s.wireSize())
 		if i < 0 {
 			i = c.firstUp()
 		}
-		c.push(c.rails[i], s) // may exceed QueueDepth: resends are not held back
+		c.push(now, c.rails[i], s) // may exceed QueueDepth: resends are not held back
 		if !c.dispatched() {
 			c.rails[i].signal() // on the dispatch timer the next tick does it
 		}

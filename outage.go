@@ -50,8 +50,8 @@ func (c *Conn) holdLocked(r *rail, err error, segs []entry) bool {
 }
 
 // holdSegLocked keeps a segment queued during an outage. Caller holds c.mu.
-func (c *Conn) holdSegLocked(s *segment) {
-	c.out.held = append(c.out.held, entry{Seg: s, Size: s.wireSize(), Enq: c.now()})
+func (c *Conn) holdSegLocked(now int64, s *segment) {
+	c.out.held = append(c.out.held, entry{Seg: s, Size: s.wireSize(), Enq: now})
 }
 
 // resumeLocked ends an outage once r is up again: the held segments go

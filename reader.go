@@ -50,10 +50,10 @@ type rstate struct {
 	body      [wire.MaxControlBody]byte
 	scratch   []byte // a segment read while the same one arrives elsewhere (Hold)
 	discard   []byte // duplicates are read through it (discardChunk bytes)
-	lastDL    int64 // c.now() when the read deadline was last set; 0: never
-	sinceDL   int  // bytes read since the read deadline was last set
-	prompt    bool // a frame the sender waits for is not acknowledged yet
-	sinceAck  int  // bytes received since the last ACK was asked for
+	lastDL    int64  // c.now() when the read deadline was last set; 0: never
+	sinceDL   int    // bytes read since the read deadline was last set
+	prompt    bool   // a frame the sender waits for is not acknowledged yet
+	sinceAck  int    // bytes received since the last ACK was asked for
 	completed bool
 	done      bool // no more frames: GOAWAY read or the rail failed
 }
@@ -225,17 +225,21 @@ func (c *Conn) readFrame(r *rail) error {
 		return errRailDone
 	}
 	lim := c.re.Limits()
-	// The monotonic clock (cheaper than the wall clock) tells when the
-	// deadline is due to move; the wall clock only sets it.
-	if now := c.now(); rs.lastDL == 0 || now-rs.lastDL > int64(c.cfg.IdleTimeout/4) {
-		_ = r.c.SetReadDeadline(time.Now().Add(c.cfg.IdleTimeout))
-		rs.lastDL, rs.sinceDL = max(now, 1), 0
+	if rs.lastDL == 0 {
+		c.moveDeadline(r, c.now())
 	}
 	if err := c.readRecord(r, rs.hb[:wire.HeaderSize], true); err != nil {
 		if err == errPoked {
 			return err
 		}
 		return c.readFail(r, err)
+	}
+	// One clock reading per frame, after its header arrived: it moves the
+	// read deadline when due (the rail is not idle) and times the frame's
+	// ACK. Each move leaves at least 3/4 IdleTimeout for the next header.
+	now := c.now()
+	if now-rs.lastDL > int64(c.cfg.IdleTimeout/4) {
+		c.moveDeadline(r, now)
 	}
 	r.midFrame.Store(true) // the rest of the frame must follow
 	defer r.midFrame.Store(false)
@@ -252,7 +256,7 @@ func (c *Conn) readFrame(r *rail) error {
 		}
 		a, err := wire.ParseAck(rs.body[:h.Len])
 		if err == nil {
-			err = c.ack(r, a)
+			err = c.ack(r, a, now)
 		}
 		if err != nil {
 			return c.readFail(r, err)
@@ -396,15 +400,22 @@ const ackEvery = 256 << 10
 // spanTime of the rail's drain) make a rail acknowledge.
 const spanAcks = 4
 
-// ack applies an ACK received on r.
-func (c *Conn) ack(r *rail, a wire.Ack) error {
+// moveDeadline sets r's read deadline IdleTimeout from now (c.now()). The
+// monotonic clock tells when the deadline is due to move; the wall clock
+// (two clock readings in a VM) only sets it.
+func (c *Conn) moveDeadline(r *rail, now int64) {
+	_ = r.c.SetReadDeadline(time.Now().Add(c.cfg.IdleTimeout))
+	r.rs.lastDL, r.rs.sinceDL = max(now, 1), 0
+}
+
+// ack applies an ACK received on r at now.
+func (c *Conn) ack(r *rail, a wire.Ack, now int64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !r.life.up() {
 		return nil // its segments were handed to other rails already
 	}
 	if a.Received != r.core.Acked() {
-		now := c.now()
 		if c.observer != nil {
 			c.fillStates()
 		}

@@ -119,7 +119,7 @@ func (c *Conn) recvMayRead() bool {
 // goroutine takes over if no Recv comes back within AckDelay.
 func (c *Conn) recvExit() {
 	if c.recvWants.Add(-1) == 0 {
-		c.lastRecvExit.Store(c.now())
+		c.recvExits.Add(1)
 		if !c.recvGrace.Swap(true) {
 			c.graceTimer.Reset(AckDelay)
 		}
@@ -127,9 +127,12 @@ func (c *Conn) recvExit() {
 }
 
 // graceOver hands the rail back to its reader goroutine once no Recv has
-// been in for AckDelay.
+// been in for an AckDelay (one to two AckDelays after the last one left:
+// counting exits spares a clock reading per Recv).
 func (c *Conn) graceOver() {
-	if c.recvWants.Load() != 0 || c.now()-c.lastRecvExit.Load() < int64(AckDelay) {
+	exits := c.recvExits.Load()
+	if c.recvWants.Load() != 0 || exits != c.exitsSeen.Load() {
+		c.exitsSeen.Store(exits)
 		c.graceTimer.Reset(AckDelay) // still busy: look again later
 		return
 	}

@@ -83,9 +83,9 @@ func (c *Conn) dispatched() bool { return c.cfg.DispatchInterval > 0 }
 // pickLocked asks the scheduler for a rail for a segment of size bytes and
 // records the choice in c.recent. It returns -1 when the scheduler
 // declined or returned a rail that cannot be used. Caller holds c.mu.
-func (c *Conn) pickLocked(size int) int {
+func (c *Conn) pickLocked(now int64, size int) int {
 	c.fillStates()
-	i := c.sch.Pick(c.now(), size, c.states)
+	i := c.sch.Pick(now, size, c.states)
 	if i < 0 || i >= len(c.rails) || !c.rails[i].life.up() {
 		return -1 // a scheduler bug must not wedge the connection
 	}
@@ -181,7 +181,7 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 	}
 	continuous := !c.dispatched()
 	for off := 0; off < len(msg) || off == 0; {
-		r, err := c.railLocked(min(seg, len(msg)-off) + wire.DataHeaderSize)
+		r, now, err := c.railLocked(min(seg, len(msg)-off) + wire.DataHeaderSize)
 		if err != nil {
 			c.mu.Unlock()
 			return err
@@ -213,9 +213,9 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 			om.remaining++
 		}
 		if r == nil {
-			c.holdSegLocked(s)
+			c.holdSegLocked(now, s)
 		} else {
-			c.push(r, s)
+			c.push(now, r, s)
 		}
 		if r != nil && continuous && !single {
 			r.signal() // a single frame is flushed below
@@ -270,26 +270,27 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 // until a rail comes back). When the chosen rail is full it waits
 // (with c.mu released) for room on that rail, as the scheduler decided;
 // when no rail is acceptable it waits for any change and asks again.
-func (c *Conn) railLocked(size int) (*rail, error) {
+func (c *Conn) railLocked(size int) (*rail, int64, error) {
 	chosen := -1
 	for {
+		now := c.now()
 		if err := c.closedErrNonBlocking(); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if c.goingAway.Load() != 0 {
-			return nil, c.closedErr()
+			return nil, 0, c.closedErr()
 		}
 		if chosen < 0 || !c.rails[chosen].life.up() {
-			chosen = c.pickLocked(size)
+			chosen = c.pickLocked(now, size)
 		}
 		if chosen >= 0 && !c.rails[chosen].core.Full() {
-			return c.rails[chosen], nil
+			return c.rails[chosen], now, nil
 		}
 		if !c.anyUp() {
 			if c.inOutage() {
-				return nil, nil // held until a rail comes back
+				return nil, now, nil // held until a rail comes back
 			}
-			return nil, ErrAllRailsDown
+			return nil, 0, ErrAllRailsDown
 		}
 		ch := c.changedLocked()
 		c.mu.Unlock()
@@ -325,9 +326,9 @@ func (c *Conn) spanFor(r *rail) int {
 	return seg * min(max(k, 1), wire.MaxPayload(seg)/seg)
 }
 
-// push queues s on r. Caller holds c.mu.
-func (c *Conn) push(r *rail, s *segment) {
-	r.core.Push(c.now(), s, s.wireSize())
+// push queues s on r at now. Caller holds c.mu.
+func (c *Conn) push(now int64, r *rail, s *segment) {
+	r.core.Push(now, s, s.wireSize())
 }
 
 func putSeg(s *segment) {

@@ -185,7 +185,7 @@ func TestPickRecordsWithoutAllocating(t *testing.T) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	before := a.picks
-	if n := testing.AllocsPerRun(1000, func() { a.pickLocked(1000) }); n != 0 {
+	if n := testing.AllocsPerRun(1000, func() { a.pickLocked(a.now(), 1000) }); n != 0 {
 		t.Fatalf("pickLocked allocates %v times per call", n)
 	}
 	if a.picks == before {
