@@ -148,16 +148,7 @@ func TestRdzvWrongTokenKeepsServing(t *testing.T) {
 	}
 	// By hand: the answer to a noise1 under another token is one clear
 	// error frame, code auth, then the end of the connection.
-	c, err := net.Dial("tcp", strings.TrimPrefix(ts.url, "tcp://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	_, hello, err := readFrame(c, helloLen)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, hello := dialHello(t, ts.url)
 	st, err := newState(true, hello, []byte("wrong"))
 	if err != nil {
 		t.Fatal(err)
@@ -513,16 +504,7 @@ func TestRdzvVersion(t *testing.T) {
 	}
 
 	ts := startServer(t, nil, ServerConfig{Size: 1, Token: "tok"})
-	c, err := net.Dial("tcp", strings.TrimPrefix(ts.url, "tcp://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	_, hello, err := readFrame(c, helloLen)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, hello := dialHello(t, ts.url)
 	st, _ := newState(true, hello, []byte("tok"))
 	msg1, _, _, _ := st.WriteMessage([]byte{3}, nil)
 	writeFrame(c, tNoise1, msg1)
@@ -530,4 +512,22 @@ func TestRdzvVersion(t *testing.T) {
 	if err != nil || typ != tError || body[0] != codeProtocol || !strings.Contains(string(body), "speaks rendezvous protocol version 3, this server version 2") {
 		t.Fatalf("version 3 rank: type %d %q, %v", typ, body, err)
 	}
+}
+
+// dialHello connects to the server at url as a rank would (closed when
+// the test ends, a 10 s deadline) and returns the connection and the body
+// of the server's hello.
+func dialHello(t *testing.T, url string) (net.Conn, []byte) {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "tcp://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	_, hello, err := readFrame(c, helloLen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, hello
 }
