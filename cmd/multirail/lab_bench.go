@@ -248,7 +248,7 @@ func printLabTable(w io.Writer, rep labbench.Report) {
 	fmt.Fprintf(w, "rails %s, %s, %gs per run; ceiling %s Mbit/s (sum of rates x 1448/1514); fair share once the competing stream has half of rail0: %s Mbit/s\n",
 		ratesString(rep.RatesBps), rep.CC, rep.DurationS, mbit(rep.CeilingBps), mbit(rep.DynamicFairBps))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "system\tsize\tstatic Mbit/s\t% ceiling\tper rail\tdynamic Mbit/s\t% fair\tper rail\tcompeting Mbit/s\tnote")
+	fmt.Fprintln(tw, "system\tsize\tstatic Mbit/s\t% ceiling\tper rail\tCPU s/GB\tdynamic Mbit/s\t% fair\tper rail\tcompeting Mbit/s\tnote")
 	byKey := map[string]labbench.Result{}
 	var keys []string
 	for _, r := range rep.Results {
@@ -272,8 +272,12 @@ func printLabTable(w io.Writer, rep labbench.Report) {
 		if rep.DynamicFairBps > 0 {
 			fair = fmt.Sprintf("%.1f", 100*d.GoodputBps/rep.DynamicFairBps)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\n", s.System, strings.ReplaceAll(units.FormatSizeWords(int64(s.Size)), " ", ""),
-			mbit(s.GoodputBps), 100*s.CeilingFraction, perRail(s.RailsBps), mbit(d.GoodputBps), fair, perRail(d.RailsBps), comp, note)
+		cpu := "-"
+		if s.CPUsPerGB != nil {
+			cpu = fmt.Sprintf("%.2f", *s.CPUsPerGB)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.System, strings.ReplaceAll(units.FormatSizeWords(int64(s.Size)), " ", ""),
+			mbit(s.GoodputBps), 100*s.CeilingFraction, perRail(s.RailsBps), cpu, mbit(d.GoodputBps), fair, perRail(d.RailsBps), comp, note)
 	}
 	tw.Flush()
 	for _, line := range labSummary(rep) {

@@ -183,7 +183,7 @@ func TestLabTable(t *testing.T) {
 	var tab bytes.Buffer
 	printLabTable(&tab, rep)
 	out := tab.String()
-	for _, want := range []string{"static Mbit/s", "multirail-weighted", "200.0", "150.0", "100/100", "50/100", "FAILED: mpirun", "best multirail static multirail-weighted 200.0", "vs mptcp 150.0",
+	for _, want := range []string{"static Mbit/s", "CPU s/GB", "multirail-weighted", "200.0", "150.0", "100/100", "50/100", "FAILED: mpirun", "best multirail static multirail-weighted 200.0", "vs mptcp 150.0",
 		"ceiling 286.9 Mbit/s (sum of rates x 1448/1514)", "given the true rail rates", "MPTCP, 2 subflows"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)

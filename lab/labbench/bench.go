@@ -173,9 +173,44 @@ func (b *Bench) measure(ctx context.Context, env *Env, name string, size int, pr
 	if progress == nil {
 		progress = func(time.Duration, []uint64) {}
 	}
+	stop := sampleCPU(cpuEvery)
 	run, err := sys.Measure(ctx, env, size, progress)
+	run.CPU = stop()
 	run.System, run.Size = name, size
 	return run, err
+}
+
+// cpuEvery is how often a run samples the machine's busy CPU time.
+const cpuEvery = 100 * time.Millisecond
+
+// sampleCPU samples lab.ReadCPU every d from now until stop is called,
+// which returns the samples (none if /proc/stat cannot be read).
+func sampleCPU(d time.Duration) (stop func() []lab.CPUSample) {
+	done := make(chan struct{})
+	out := make(chan []lab.CPUSample, 1)
+	go func() {
+		var s []lab.CPUSample
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			if c, err := lab.ReadCPU(); err == nil {
+				s = append(s, c)
+			}
+			select {
+			case <-t.C:
+			case <-done:
+				if c, err := lab.ReadCPU(); err == nil {
+					s = append(s, c)
+				}
+				out <- s
+				return
+			}
+		}
+	}()
+	return sync.OnceValue(func() []lab.CPUSample {
+		close(done)
+		return <-out
+	})
 }
 
 // startLoad starts the competing stream on rail0 for the second half of

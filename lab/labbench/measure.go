@@ -38,6 +38,7 @@ func (s agentSystem) Measure(ctx context.Context, env *Env, size int, progress f
 	run := Run{System: s.name, Size: size}
 	m := len(env.Rates)
 	epoch := time.Now().Add(startMargin)
+	run.Epoch = epoch
 	spec := Spec{Role: RoleRecv, Kind: s.kind, NRails: m, EpochNs: epoch.UnixNano(), Duration: env.Duration, Bucket: Bucket, Size: size}
 	switch s.kind {
 	case KindTCP:
@@ -243,6 +244,7 @@ func (s mpiSystem) Measure(ctx context.Context, env *Env, size int, progress fun
 		switch ev.Kind {
 		case "start":
 			epoch = ev.Time
+			run.Epoch = epoch
 			var lerr error
 			if load, lerr = startLoad(ctx, env, epoch); lerr != nil {
 				run.LoadErr = lerr

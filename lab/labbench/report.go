@@ -23,6 +23,11 @@ type Result struct {
 	RailsSource string    `json:"rails_source,omitempty"`
 	// CompetingBps is the competing stream's goodput (dynamic phase).
 	CompetingBps *float64 `json:"competing_bps,omitempty"`
+	// CPUsPerGB is the busy CPU time of the whole machine (/proc/stat: every
+	// process and the kernel, both hosts and the shaping, which share it)
+	// during the phase, in seconds per GB (1e9 bytes) delivered; in the
+	// dynamic phase it includes the competing stream's.
+	CPUsPerGB *float64 `json:"cpu_s_per_gb,omitempty"`
 	// Window is the messages in flight (multirail, Open MPI).
 	Window   int    `json:"window,omitempty"`
 	MPTCP    *bool  `json:"mptcp,omitempty"`
@@ -80,6 +85,10 @@ type Run struct {
 	// none.
 	Load    lab.LoadResult
 	LoadErr error
+	// Epoch is when the run's clock started (bucket 0); CPU samples the
+	// machine's busy CPU time through the run. Either may be unset.
+	Epoch time.Time
+	CPU   []lab.CPUSample
 }
 
 // NewReport starts the report of plan p on a lab whose congestion control
@@ -136,6 +145,11 @@ func (rep *Report) Add(run Run, rerr error) {
 			for _, s := range run.Rails {
 				r.RailsBps = append(r.RailsBps, lab.MeanBps(s, Bucket, ph.win[0], ph.win[1]))
 			}
+		}
+		if busy, ok := lab.CPUBetween(run.CPU, run.Epoch.Add(ph.win[0]), run.Epoch.Add(ph.win[1])); ok && !run.Epoch.IsZero() && r.GoodputBps > 0 {
+			gb := r.GoodputBps / 8 * (ph.win[1] - ph.win[0]).Seconds() / 1e9
+			v := busy.Seconds() / gb
+			r.CPUsPerGB = &v
 		}
 		if ph.name == "dynamic" && run.LoadErr == nil && run.Load.Series != nil {
 			c := lab.MeanBps(run.Load.Series, run.Load.Bucket, ph.win[0]-rep.duration/2, ph.win[1]-rep.duration/2)

@@ -3,6 +3,7 @@ package labbench
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -104,5 +105,44 @@ func TestReport(t *testing.T) {
 	}
 	if strings.Contains(string(b), "duration\"") {
 		t.Errorf("an unexported field leaked into the JSON: %s", b)
+	}
+}
+
+// TestReportCPUPerGB: the machine's busy CPU time in each phase's window
+// (from samples around the run) per GB delivered in that window; no
+// figure without samples covering the window or without an epoch.
+func TestReportCPUPerGB(t *testing.T) {
+	p := Plan{Rates: []float64{200e6, 100e6}, Sizes: []int{1 << 20}, Systems: []string{"multirail-qlearn"}, Duration: 8 * time.Second}
+	rep := NewReport(p, "cubic")
+	run := fakeRun("multirail-qlearn") // 200 Mbit/s static, 150 dynamic
+	run.Epoch = time.Unix(5000, 0)
+	// 0.5 CPU busy until the middle of the run, 1.5 CPUs after it.
+	for ms := -1000; ms <= 9000; ms += 100 {
+		at := run.Epoch.Add(time.Duration(ms) * time.Millisecond)
+		s := 0.5 * float64(ms) / 1000
+		if ms > 4000 {
+			s = 2 + 1.5*float64(ms-4000)/1000
+		}
+		run.CPU = append(run.CPU, lab.CPUSample{At: at, Busy: time.Duration(s * float64(time.Second))})
+	}
+	rep.Add(run, nil)
+	st, dy := rep.Results[0], rep.Results[1]
+	if st.CPUsPerGB == nil || dy.CPUsPerGB == nil {
+		t.Fatalf("no CPU figure: static %v, dynamic %v", st.CPUsPerGB, dy.CPUsPerGB)
+	}
+	// 0.5 CPU-s per s at 25 MB/s: 20 s/GB; 1.5 at 18.75 MB/s: 80 s/GB.
+	if math.Abs(*st.CPUsPerGB-20) > 0.01 || math.Abs(*dy.CPUsPerGB-80) > 0.01 {
+		t.Errorf("CPU s/GB: static %.3f (want 20), dynamic %.3f (want 80)", *st.CPUsPerGB, *dy.CPUsPerGB)
+	}
+	short := run
+	short.CPU = run.CPU[:30] // ends before the static window does
+	noEpoch := run
+	noEpoch.Epoch = time.Time{}
+	rep.Add(short, nil)
+	rep.Add(noEpoch, nil)
+	for _, r := range rep.Results[2:] {
+		if r.CPUsPerGB != nil {
+			t.Errorf("%s phase: a CPU figure (%.2f) without samples covering it", r.Phase, *r.CPUsPerGB)
+		}
 	}
 }
