@@ -11,10 +11,13 @@ import (
 // (the next headers, small frames) into a look-ahead buffer. On Linux that
 // is one readv(2); elsewhere it falls back to plain reads.
 type Reader struct {
-	c    net.Conn
-	rv   readvFunc // nil: plain reads
-	buf  []byte
-	r, w int
+	c  net.Conn
+	rv readvFunc // nil: plain reads
+	// unlow puts back a low-water mark a readv set (nil: none), before a
+	// read of something shorter than the payload that set it.
+	unlow func()
+	buf   []byte
+	r, w  int
 	// ahead bounds the look-ahead of the next read (see LookAhead).
 	ahead int
 	// reads counts the system calls that returned data, for watchers on
@@ -37,7 +40,8 @@ type readvFunc func(p, q []byte) (int, int, error)
 
 // NewReader returns a Reader over c with a look-ahead buffer of size bytes.
 func NewReader(c net.Conn, size int) *Reader {
-	return &Reader{c: c, rv: readvFor(c), buf: make([]byte, size), ahead: size}
+	rv, unlow := readvFor(c)
+	return &Reader{c: c, rv: rv, unlow: unlow, buf: make([]byte, size), ahead: size}
 }
 
 // LookAhead tells the reader what to expect: after big payloads, read
@@ -84,6 +88,9 @@ func (b *Reader) ReadFullN(p []byte) (int, error) {
 		} else if len(p)-n < len(b.buf) {
 			// Small read (a header, a small payload): fill the (empty)
 			// look-ahead buffer with one plain read, then copy.
+			if b.unlow != nil {
+				b.unlow()
+			}
 			var got int
 			got, err = b.c.Read(b.buf[:b.ahead])
 			m = copy(p[n:], b.buf[:got])
@@ -92,6 +99,9 @@ func (b *Reader) ReadFullN(p []byte) (int, error) {
 				b.r, b.w = 0, 0
 			}
 		} else {
+			if b.unlow != nil {
+				b.unlow()
+			}
 			m, err = b.c.Read(p[n:])
 		}
 		n += m

@@ -4,4 +4,4 @@ package handshake
 
 import "net"
 
-func readvFor(net.Conn) readvFunc { return nil }
+func readvFor(net.Conn) (readvFunc, func()) { return nil, nil }
