@@ -91,3 +91,38 @@ func TestReaderDeadlineResume(t *testing.T) {
 		t.Fatalf("after close: %v, want EOF", err)
 	}
 }
+
+// TestReaderWakesOncePerPayload: a payload that arrives in many small
+// pieces is read in a few reads, not one per piece (on Linux the read that
+// finds the socket empty sets the receive low-water mark to the rest of
+// the payload), and a short read after it is not held back by that mark.
+func TestReaderWakesOncePerPayload(t *testing.T) {
+	c, s := tcpPair(t)
+	const pieces, piece = 32, 4 << 10
+	payload := bytes.Repeat([]byte{7}, pieces*piece)
+	tail := []byte("next frame")
+	go func() {
+		for i := 0; i < pieces; i++ {
+			if _, err := c.Write(payload[i*piece : (i+1)*piece]); err != nil {
+				return
+			}
+			time.Sleep(time.Millisecond) // pieces, as a slow rail delivers them
+		}
+		c.Write(tail)
+	}()
+	r := NewReader(s, 64<<10)
+	s.SetReadDeadline(time.Now().Add(10 * time.Second))
+	p := make([]byte, len(payload))
+	if err := r.ReadFull(p); err != nil || !bytes.Equal(p, payload) {
+		t.Fatalf("payload: %v", err)
+	}
+	reads := r.Reads()
+	q := make([]byte, len(tail))
+	if err := r.ReadFull(q); err != nil || !bytes.Equal(q, tail) {
+		t.Fatalf("the short read after the payload: %q, %v", q, err)
+	}
+	if r.rv != nil && reads > pieces/4 {
+		t.Errorf("%d reads for a payload of %d pieces; want a few", reads, pieces)
+	}
+	t.Logf("%d reads for %d pieces", reads, pieces)
+}
