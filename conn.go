@@ -271,6 +271,20 @@ type undelivered struct {
 	unsentBytes, unackedBytes int64
 }
 
+// add counts e if it is an eager message's segment (a large message's
+// Send reports the failure itself); written says it was written.
+func (u *undelivered) add(e entry, written bool) {
+	switch {
+	case e.Seg.msg != nil:
+	case written:
+		u.unacked++
+		u.unackedBytes += int64(len(e.Seg.payload))
+	default:
+		u.unsent++
+		u.unsentBytes += int64(len(e.Seg.payload))
+	}
+}
+
 func (u *undelivered) err() error {
 	if u.unsent+u.unacked == 0 {
 		return nil
@@ -347,16 +361,7 @@ func (c *Conn) shutdown(err error, goAway bool) {
 		}
 		var lost undelivered
 		for _, e := range c.out.held {
-			if e.Seg.msg != nil {
-				continue
-			}
-			if e.Sent != 0 {
-				lost.unacked++
-				lost.unackedBytes += int64(len(e.Seg.payload))
-			} else {
-				lost.unsent++
-				lost.unsentBytes += int64(len(e.Seg.payload))
-			}
+			lost.add(e, e.Sent != 0)
 		}
 		c.out.held = nil
 		var left []entry
@@ -369,16 +374,7 @@ func (c *Conn) shutdown(err error, goAway bool) {
 			flying := r.core.InFlight()
 			left = r.core.Drain(left[:0])
 			for i, e := range left {
-				if e.Seg.msg != nil {
-					continue // a large message: its Send reports the failure
-				}
-				if i < flying {
-					lost.unacked++
-					lost.unackedBytes += int64(len(e.Seg.payload))
-				} else {
-					lost.unsent++
-					lost.unsentBytes += int64(len(e.Seg.payload))
-				}
+				lost.add(e, i < flying)
 			}
 		}
 		c.broadcast()
