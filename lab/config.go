@@ -13,6 +13,8 @@ import (
 // Limits of a lab.
 const (
 	MaxRails   = 8     // most rails a lab builds
+	MinHosts   = 2     // fewest hosts of a lab
+	MaxHosts   = 8     // most hosts of a lab
 	MinRateBps = 1e6   // lowest rail rate: 1 Mbit/s
 	MaxRateBps = 10e9  // highest rail rate: 10 Gbit/s
 	MinBurst   = 16000 // smallest tbf burst in bytes (about ten full frames)
@@ -44,11 +46,18 @@ type Config struct {
 	// Rates are the rail rates in bits/s, one per rail, 1..8 rails, each
 	// 1 Mbit/s..10 Gbit/s; nil means DefaultRates.
 	Rates []float64
+	// Hosts is the number of hosts, 2..8; 0 means 2. Two hosts are joined
+	// directly, one veth pair per rail. More hosts are a cluster: each
+	// host has one NIC per rail plugged into that rail's switch (a Linux
+	// bridge in namespace <Prefix>sw), shaped by tbf on the host side and
+	// on the switch side, and a NIC on an unshaped control switch.
+	Hosts int
 	// Prefix names the namespaces <Prefix>A (side 0, the sender) and
-	// <Prefix>B (side 1, the receiver), and the lab's state under
-	// /run/multirail-lab/<Prefix>/. "" means "mr". A letter followed by
-	// up to 14 letters, digits or '-' (the names are also host names for
-	// Open MPI).
+	// <Prefix>B (side 1, the receiver) of a two-host lab, or
+	// <Prefix>h0..<Prefix>h<N-1> and the switch namespace <Prefix>sw of
+	// a cluster, and the lab's state under /run/multirail-lab/<Prefix>/.
+	// "" means "mr". A letter followed by up to 14 letters, digits or
+	// '-' (the names are also host names for Open MPI and Slurm).
 	Prefix string
 	// CC is the TCP congestion control of both namespaces; "" means
 	// "cubic". Lower-case letters, digits and '_', at most 15.
@@ -67,6 +76,9 @@ var (
 	prefixRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]{0,14}$`)
 	ccRE     = regexp.MustCompile(`^[a-z0-9_]{1,15}$`)
 )
+
+// prefixAllowed says what a prefix may be.
+const prefixAllowed = "a letter then up to 14 letters, digits or '-'"
 
 func cfgErr(field string, value any, allowed string) error {
 	return fmt.Errorf("%w: %s = %v is out of range: allowed %s", ErrConfig, field, value, allowed)
@@ -93,11 +105,17 @@ func (c Config) Validate() (Config, error) {
 			return c, cfgErr(fmt.Sprintf("Config.Rates[%d]", i), strconv.FormatFloat(r, 'g', -1, 64)+" bit/s", "1e6..1e10 bit/s (1 Mbit/s..10 Gbit/s)")
 		}
 	}
+	if c.Hosts == 0 {
+		c.Hosts = MinHosts
+	}
+	if c.Hosts < MinHosts || c.Hosts > MaxHosts {
+		return c, cfgErr("Config.Hosts", c.Hosts, fmt.Sprintf("%d..%d (0 = %d)", MinHosts, MaxHosts, MinHosts))
+	}
 	if c.Prefix == "" {
 		c.Prefix = DefaultPrefix
 	}
 	if !prefixRE.MatchString(c.Prefix) {
-		return c, cfgErr("Config.Prefix", strconv.Quote(c.Prefix), "a letter then up to 14 letters, digits or '-'")
+		return c, cfgErr("Config.Prefix", strconv.Quote(c.Prefix), prefixAllowed)
 	}
 	if c.CC == "" {
 		c.CC = DefaultCC
@@ -136,14 +154,15 @@ func Burst(rateBps float64) int64 {
 // of 1460 minus 12 bytes of TCP timestamps).
 func GoodputCeiling(rateBps float64) float64 { return rateBps * 1448 / 1514 }
 
-// RailIP is the address of rail's end on side (0 = A, 1 = B):
-// 10.10.<rail+1>.<side+1>.
+// RailIP is the address of rail's end on side (0 = A, 1 = B), or of host
+// side's NIC on rail in a cluster: 10.10.<rail+1>.<side+1>.
 func RailIP(side, rail int) string { return fmt.Sprintf("10.10.%d.%d", rail+1, side+1) }
 
 // RailNet is rail's subnet, 10.10.<rail+1>.0/24.
 func RailNet(rail int) string { return fmt.Sprintf("10.10.%d.0/24", rail+1) }
 
-// CtlIP is side's address on the unshaped control link: 10.10.99.<side+1>.
+// CtlIP is side's (or host side's) address on the unshaped control
+// network: 10.10.99.<side+1>.
 func CtlIP(side int) string { return fmt.Sprintf("10.10.%d.%d", CtlSubnet, side+1) }
 
 // CtlNet is the control link's subnet, 10.10.99.0/24.
@@ -155,10 +174,42 @@ func RailDev(rail int) string { return "rail" + strconv.Itoa(rail) }
 // CtlDev is the interface name of the control link on both sides.
 const CtlDev = "ctl"
 
-// NSName is the namespace of side (0 = A, 1 = B) for prefix.
+// NSName is the namespace of side (0 = A, 1 = B) of a two-host lab with
+// prefix.
 func NSName(prefix string, side int) string {
 	if side == 0 {
 		return prefix + "A"
 	}
 	return prefix + "B"
+}
+
+// HostNS is the namespace of host i of a lab with prefix and hosts hosts:
+// NSName(prefix, i) for two hosts, <prefix>h<i> for a cluster.
+func HostNS(prefix string, hosts, i int) string {
+	if hosts <= MinHosts {
+		return NSName(prefix, i)
+	}
+	return prefix + "h" + strconv.Itoa(i)
+}
+
+// SwitchNS is the namespace of a cluster's switches (one bridge per rail
+// and one for the control network): <prefix>sw.
+func SwitchNS(prefix string) string { return prefix + "sw" }
+
+// Bridge is the name of rail's switch in SwitchNS (br0, br1, ...); rail
+// -1 is the control network's, brc.
+func Bridge(rail int) string {
+	if rail < 0 {
+		return "brc"
+	}
+	return "br" + strconv.Itoa(rail)
+}
+
+// SwitchPort is the switch-side end of host's NIC on rail (h<host>r<rail>;
+// rail -1: the control NIC, h<host>c).
+func SwitchPort(host, rail int) string {
+	if rail < 0 {
+		return "h" + strconv.Itoa(host) + "c"
+	}
+	return "h" + strconv.Itoa(host) + "r" + strconv.Itoa(rail)
 }

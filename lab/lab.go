@@ -23,10 +23,12 @@ const netnsDir = "/var/run/netns"
 
 // Lab is a running topology: namespaces <prefix>A (side 0, the sender) and
 // <prefix>B (side 1, the receiver) joined by one shaped veth pair per rail
-// and an unshaped control link. Methods may be called from any goroutine.
+// and an unshaped control link; or a cluster of hosts <prefix>h0.. with
+// one switch per rail in <prefix>sw. Methods may be called from any
+// goroutine.
 type Lab struct {
 	cfg Config
-	ns  [2]string
+	ns  []string // one per host
 	log *slog.Logger
 	// lock is the prefix lock held from Up to Down; nil for a lab found
 	// with Open.
@@ -80,7 +82,7 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Lab{cfg: cfg, ns: [2]string{NSName(cfg.Prefix, 0), NSName(cfg.Prefix, 1)}, log: log, lock: lock}
+	l := &Lab{cfg: cfg, ns: hostNames(cfg.Prefix, cfg.Hosts), log: log, lock: lock}
 	if err := l.build(ctx); err != nil {
 		if derr := l.Down(); derr != nil {
 			log.Warn("lab: teardown after a failed Up", "err", derr)
@@ -94,7 +96,7 @@ func (l *Lab) build(ctx context.Context) error {
 	if err := teardown(l.cfg.Prefix, l.log); err != nil {
 		return fmt.Errorf("lab: removing the leftovers of an earlier lab %q: %w", l.cfg.Prefix, err)
 	}
-	st := State{Prefix: l.cfg.Prefix, RatesBps: l.cfg.Rates, CC: l.cfg.CC, TBFLatency: l.cfg.TBFLatency.Seconds(),
+	st := State{Prefix: l.cfg.Prefix, Hosts: l.cfg.Hosts, RatesBps: l.cfg.Rates, CC: l.cfg.CC, TBFLatency: l.cfg.TBFLatency.Seconds(),
 		Offloads: l.cfg.Offloads, PID: os.Getpid(), Created: time.Now().UTC()}
 	if err := writeState(st); err != nil {
 		return fmt.Errorf("lab: %w", err)
@@ -161,17 +163,55 @@ func runCmd(ctx context.Context, args ...string) error {
 	return nil
 }
 
+// hostNames are the namespaces of the hosts of a lab with prefix.
+func hostNames(prefix string, hosts int) []string {
+	ns := make([]string, hosts)
+	for i := range ns {
+		ns[i] = HostNS(prefix, hosts, i)
+	}
+	return ns
+}
+
 // probe checks that a TCP connection opens over every rail and the
-// control link, from A's address to B's.
+// control network between every two hosts (from the lower-numbered one).
+// A link that carries nothing yet (a bridge port still learning) gets a
+// few tries, 100 ms apart.
 func (l *Lab) probe(ctx context.Context) error {
+	for a := 0; a < len(l.ns); a++ {
+		for b := a + 1; b < len(l.ns); b++ {
+			if err := l.probePair(ctx, a, b, 20); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Probe checks, once per link, that every host reaches every other over
+// every rail and the control network with a TCP connection; the error
+// names the first link that does not.
+func (l *Lab) Probe(ctx context.Context) error {
+	for a := 0; a < len(l.ns); a++ {
+		for b := 0; b < len(l.ns); b++ {
+			if a != b {
+				if err := l.probePair(ctx, a, b, 1); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (l *Lab) probePair(ctx context.Context, a, b, tries int) error {
 	for i := 0; i <= len(l.cfg.Rates); i++ {
-		from, to, what := RailIP(0, i), RailIP(1, i), RailDev(i)
+		from, to, what := RailIP(a, i), RailIP(b, i), RailDev(i)
 		if i == len(l.cfg.Rates) {
-			from, to, what = CtlIP(0), CtlIP(1), CtlDev
+			from, to, what = CtlIP(a), CtlIP(b), CtlDev
 		}
 		var err error
-		for try := 0; try < 20; try++ {
-			if err = l.probeOne(from, to); err == nil {
+		for try := 0; try < tries; try++ {
+			if err = l.probeOne(a, b, from, to); err == nil {
 				break
 			}
 			select {
@@ -181,22 +221,22 @@ func (l *Lab) probe(ctx context.Context) error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("lab: %s does not carry TCP from %s to %s: %w", what, from, to, err)
+			return fmt.Errorf("lab: %s does not carry TCP from %s (%s) to %s (%s): %w", what, l.ns[a], from, l.ns[b], to, err)
 		}
 	}
 	return nil
 }
 
-func (l *Lab) probeOne(from, to string) error {
+func (l *Lab) probeOne(a, b int, from, to string) error {
 	var ln net.Listener
-	if err := l.Run(1, func() (err error) {
+	if err := l.Run(b, func() (err error) {
 		ln, err = net.Listen("tcp4", net.JoinHostPort(to, "0"))
 		return err
 	}); err != nil {
 		return err
 	}
 	defer ln.Close()
-	return l.Run(0, func() error {
+	return l.Run(a, func() error {
 		d := net.Dialer{Timeout: time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
 		c, err := d.Dial("tcp4", ln.Addr().String())
 		if err != nil {
@@ -231,7 +271,7 @@ func (l *Lab) Down() error {
 // Down). It refuses while a live process holds the lab (a running bench).
 func Teardown(prefix string, logger *slog.Logger) error {
 	if !prefixRE.MatchString(prefix) {
-		return cfgErr("prefix", strconv.Quote(prefix), "a letter then up to 14 letters, digits or '-'")
+		return cfgErr("prefix", strconv.Quote(prefix), prefixAllowed)
 	}
 	if logger == nil {
 		logger = discard()
@@ -250,7 +290,24 @@ func Exists(prefix string) bool {
 	if _, err := os.Stat(statePath(prefix)); err == nil {
 		return true
 	}
-	return nsExists(NSName(prefix, 0)) || nsExists(NSName(prefix, 1))
+	return len(labNamespaces(prefix)) > 0
+}
+
+// labNamespaces lists the namespaces that exist of the lab with prefix,
+// whatever its number of hosts: <prefix>A, <prefix>B, <prefix>h<i> and
+// <prefix>sw, the switch last.
+func labNamespaces(prefix string) []string {
+	var out []string
+	cands := []string{NSName(prefix, 0), NSName(prefix, 1)}
+	for i := 0; i < MaxHosts; i++ {
+		cands = append(cands, prefix+"h"+strconv.Itoa(i))
+	}
+	for _, n := range append(cands, SwitchNS(prefix)) {
+		if nsExists(n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func nsExists(ns string) bool {
@@ -262,17 +319,20 @@ func nsExists(ns string) bool {
 // holds the prefix lock.
 func teardown(prefix string, log *slog.Logger) error {
 	var errs []error
-	for side := 0; side < 2; side++ {
-		ns := NSName(prefix, side)
-		if nsExists(ns) {
-			if err := killProcesses(ns, log); err != nil {
-				errs = append(errs, err)
-			}
-			log.Debug("lab: ip netns del " + ns)
-			if err := runCmd(context.Background(), "ip", "netns", "del", ns); err != nil && nsExists(ns) {
-				errs = append(errs, err)
-			}
+	for _, ns := range labNamespaces(prefix) {
+		if err := killProcesses(ns, log); err != nil {
+			errs = append(errs, err)
 		}
+		log.Debug("lab: ip netns del " + ns)
+		if err := runCmd(context.Background(), "ip", "netns", "del", ns); err != nil && nsExists(ns) {
+			errs = append(errs, err)
+		}
+	}
+	names := []string{NSName(prefix, 0), NSName(prefix, 1)}
+	for i := 0; i < MaxHosts; i++ {
+		names = append(names, HostNS(prefix, MaxHosts, i))
+	}
+	for _, ns := range names {
 		hosts := HostsPath(ns)
 		if err := os.Remove(hosts); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
@@ -315,10 +375,14 @@ func NSPids(ns string) ([]int, error) {
 	return pids, nil
 }
 
-// KillProcesses ends every process left in the lab's namespaces (agents,
-// mpirun, orted), but not this process.
+// KillProcesses ends every process left in the lab's host namespaces
+// (agents, mpirun, orted, slurmd), but not this process.
 func (l *Lab) KillProcesses() error {
-	return errors.Join(killProcesses(l.ns[0], l.log), killProcesses(l.ns[1], l.log))
+	var errs []error
+	for _, n := range l.ns {
+		errs = append(errs, killProcesses(n, l.log))
+	}
+	return errors.Join(errs...)
 }
 
 // Open returns the lab with prefix that is up (built by Up in this or
@@ -326,7 +390,7 @@ func (l *Lab) KillProcesses() error {
 // lab like Teardown.
 func Open(prefix string, logger *slog.Logger) (*Lab, error) {
 	if !prefixRE.MatchString(prefix) {
-		return nil, cfgErr("prefix", strconv.Quote(prefix), "a letter then up to 14 letters, digits or '-'")
+		return nil, cfgErr("prefix", strconv.Quote(prefix), prefixAllowed)
 	}
 	st, err := ReadState(prefix)
 	if err != nil {
@@ -335,16 +399,22 @@ func Open(prefix string, logger *slog.Logger) (*Lab, error) {
 		}
 		return nil, err
 	}
-	for side := 0; side < 2; side++ {
-		if !nsExists(NSName(prefix, side)) {
-			return nil, fmt.Errorf("lab: lab %q is recorded but namespace %s is missing (multirail lab down --prefix %s cleans up)", prefix, NSName(prefix, side), prefix)
+	hosts := max(st.Hosts, MinHosts) // labs recorded before clusters have no hosts
+	ns := hostNames(prefix, hosts)
+	need := ns
+	if hosts > MinHosts {
+		need = append(append([]string(nil), ns...), SwitchNS(prefix))
+	}
+	for _, n := range need {
+		if !nsExists(n) {
+			return nil, fmt.Errorf("lab: lab %q is recorded but namespace %s is missing (multirail lab down --prefix %s cleans up)", prefix, n, prefix)
 		}
 	}
 	if logger == nil {
 		logger = discard()
 	}
-	cfg := Config{Rates: st.RatesBps, Prefix: prefix, CC: st.CC, TBFLatency: time.Duration(st.TBFLatency * float64(time.Second)), Offloads: st.Offloads, Logger: logger}
-	return &Lab{cfg: cfg, ns: [2]string{NSName(prefix, 0), NSName(prefix, 1)}, log: logger}, nil
+	cfg := Config{Rates: st.RatesBps, Hosts: hosts, Prefix: prefix, CC: st.CC, TBFLatency: time.Duration(st.TBFLatency * float64(time.Second)), Offloads: st.Offloads, Logger: logger}
+	return &Lab{cfg: cfg, ns: ns, log: logger}, nil
 }
 
 // Config returns the lab's configuration, defaults filled in.
@@ -354,10 +424,39 @@ func (l *Lab) Config() Config {
 	return c
 }
 
-// NS is the namespace name of side: 0 = A (sender), 1 = B (receiver).
-func (l *Lab) NS(side int) string { return l.ns[side&1] }
+// Switch is the side of a cluster's switch namespace for NS, Run,
+// Qdiscs and Command.
+const Switch = -1
 
-// RailIP is rail's address on side: 10.10.<rail+1>.<side+1>.
+// NS is the namespace name of side: 0 = A (sender), 1 = B (receiver); in
+// a cluster, of host side (0..Hosts()-1), or the switches' (Switch). ""
+// for any other side.
+func (l *Lab) NS(side int) string {
+	if side == Switch {
+		return l.SwitchNS()
+	}
+	if side < 0 || side >= len(l.ns) {
+		return ""
+	}
+	return l.ns[side]
+}
+
+// Hosts is the number of hosts (2 for a two-host lab).
+func (l *Lab) Hosts() int { return len(l.ns) }
+
+// HostNames are the hosts' namespace names, which are also their host
+// names (resolved by every host's /etc/hosts to control addresses).
+func (l *Lab) HostNames() []string { return append([]string(nil), l.ns...) }
+
+// SwitchNS is the namespace of a cluster's switches; "" for two hosts.
+func (l *Lab) SwitchNS() string {
+	if len(l.ns) <= MinHosts {
+		return ""
+	}
+	return SwitchNS(l.cfg.Prefix)
+}
+
+// RailIP is rail's address on side (host): 10.10.<rail+1>.<side+1>.
 func (l *Lab) RailIP(side, rail int) string { return RailIP(side, rail) }
 
 // CtlIP is side's address on the unshaped control link: 10.10.99.<side+1>.
@@ -394,12 +493,14 @@ func (l *Lab) SetRate(rail int, rateBps float64) error {
 		return fmt.Errorf("lab: rate %.0f bit/s: allowed %.0f..%.0f", rateBps, float64(MinRateBps), float64(MaxRateBps))
 	}
 	l.log.Debug("lab: rail rate", "rail", rail, "bps", rateBps)
-	for _, n := range l.ns {
-		err := runCmd(context.Background(), "tc", "-n", n, "qdisc", "change", "dev", RailDev(rail), "root", "tbf",
-			"rate", tcRate(rateBps), "burst", strconv.FormatInt(Burst(rateBps), 10),
-			"latency", strconv.FormatInt(l.cfg.TBFLatency.Microseconds(), 10)+"us")
-		if err != nil {
+	for h, n := range l.ns {
+		if err := runCmd(context.Background(), tbfArgs(l.cfg, n, RailDev(rail), "change", rateBps)...); err != nil {
 			return err
+		}
+		if sw := l.SwitchNS(); sw != "" {
+			if err := runCmd(context.Background(), tbfArgs(l.cfg, sw, SwitchPort(h, rail), "change", rateBps)...); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

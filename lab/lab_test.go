@@ -70,13 +70,14 @@ func allowedCC(t *testing.T) []string {
 // gone checks that nothing of the lab with prefix is left.
 func gone(t *testing.T, prefix string) {
 	t.Helper()
-	for side := 0; side < 2; side++ {
-		ns := NSName(prefix, side)
-		if nsExists(ns) {
-			t.Errorf("namespace %s still exists", ns)
-		}
-		if _, err := os.Stat(HostsPath(ns)); err == nil {
-			t.Errorf("%s still exists", HostsPath(ns))
+	if left := labNamespaces(prefix); len(left) > 0 {
+		t.Errorf("namespaces %v still exist", left)
+	}
+	for i := 0; i < MaxHosts; i++ {
+		for _, ns := range []string{HostNS(prefix, 2, i%2), HostNS(prefix, MaxHosts, i)} {
+			if _, err := os.Stat(HostsPath(ns)); err == nil {
+				t.Errorf("%s still exists", HostsPath(ns))
+			}
 		}
 	}
 	if _, err := os.Stat(stateDir(prefix)); err == nil {

@@ -22,7 +22,10 @@ const allowedCCPath = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
 
 // State is what a lab records under StateDir/<prefix>/state.json.
 type State struct {
-	Prefix     string    `json:"prefix"`
+	Prefix string `json:"prefix"`
+	// Hosts is the number of hosts; 0 in states written before clusters
+	// (two hosts).
+	Hosts      int       `json:"hosts,omitempty"`
 	RatesBps   []float64 `json:"rates_bps"`
 	CC         string    `json:"cc"`
 	TBFLatency float64   `json:"tbf_latency_s"`

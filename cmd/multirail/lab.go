@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -91,6 +92,7 @@ Linux MPTCP and Open MPI on them. It needs root. See docs/lab.md.
 
 type labUpFlags struct {
 	rates, cc, prefix string
+	hosts             int
 	tbfLatency        time.Duration
 	offloads, dryRun  bool
 }
@@ -100,7 +102,7 @@ func (f *labUpFlags) config(g *globals) (lab.Config, error) {
 	if err != nil {
 		return lab.Config{}, err
 	}
-	cfg := lab.Config{Rates: rates, Prefix: f.prefix, CC: f.cc, TBFLatency: f.tbfLatency, Offloads: f.offloads, Logger: g.logger()}
+	cfg := lab.Config{Rates: rates, Hosts: f.hosts, Prefix: f.prefix, CC: f.cc, TBFLatency: f.tbfLatency, Offloads: f.offloads, Logger: g.logger()}
 	if _, err := cfg.Normalized(); err != nil {
 		return cfg, usageError{labFlagError(err)}
 	}
@@ -110,7 +112,7 @@ func (f *labUpFlags) config(g *globals) (lab.Config, error) {
 // labFlagError names the flag of a lab.Config error.
 func labFlagError(err error) error {
 	msg := strings.TrimPrefix(err.Error(), lab.ErrConfig.Error()+": ")
-	for field, flag := range map[string]string{"Config.Prefix": "--prefix", "Config.CC": "--cc", "Config.TBFLatency": "--tbf-latency", "Config.Rates": "--rates"} {
+	for field, flag := range map[string]string{"Config.Prefix": "--prefix", "Config.CC": "--cc", "Config.TBFLatency": "--tbf-latency", "Config.Rates": "--rates", "Config.Hosts": "--hosts"} {
 		msg = strings.Replace(msg, field, flag, 1)
 	}
 	return errors.New(msg)
@@ -124,6 +126,15 @@ func newLabUp(g *globals) *cobra.Command {
 		Long: `up builds namespaces <prefix>A (sender) and <prefix>B (receiver) joined by one
 veth pair per rate in --rates (rail0, rail1, ... with 10.10.<i+1>.1 and .2),
 each shaped by tbf on both ends, plus an unshaped control link (10.10.99.1/.2).
+
+--hosts N (3..8) builds a cluster instead: hosts <prefix>h0..h<N-1>, each
+with one NIC per rail (rail0, rail1, ... at 10.10.<i+1>.<host+1>) plugged
+into that rail's switch (bridge br<i> in namespace <prefix>sw), shaped by tbf
+on the host's end and on the switch's end, and a control NIC (ctl,
+10.10.99.<host+1>) on an unshaped switch. Every host resolves every host's
+name to its control address, so Open MPI runs across them with
+  --mca plm_rsh_agent "multirail lab rsh" --host <prefix>h0:1,<prefix>h1:1,...
+
 A lab with the same prefix that is up already is replaced. --dry-run prints
 the commands instead.`,
 		Args: noArgs,
@@ -157,8 +168,9 @@ the commands instead.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.rates, "rates", "200mbit,100mbit,50mbit", "rail rates, comma-separated (1..8 rails, 1mbit..10gbit each)")
-	fl.StringVar(&f.cc, "cc", lab.DefaultCC, "TCP congestion control in both namespaces")
-	fl.StringVar(&f.prefix, "prefix", lab.DefaultPrefix, "namespace prefix: namespaces <prefix>A and <prefix>B")
+	fl.IntVar(&f.hosts, "hosts", lab.MinHosts, fmt.Sprintf("number of hosts, %d..%d: 2 joins two namespaces directly, more build a switch per rail", lab.MinHosts, lab.MaxHosts))
+	fl.StringVar(&f.cc, "cc", lab.DefaultCC, "TCP congestion control in every host's namespace")
+	fl.StringVar(&f.prefix, "prefix", lab.DefaultPrefix, "namespace prefix: namespaces <prefix>A and <prefix>B (a cluster: <prefix>h0.. and <prefix>sw)")
 	fl.DurationVar(&f.tbfLatency, "tbf-latency", lab.DefaultTBFLatency, "tbf queue bound (1ms..1s)")
 	fl.BoolVar(&f.offloads, "offloads", false, "keep TSO/GSO/GRO on the rails (default: off, so tbf shapes MTU-sized frames)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the commands up would run, and do nothing")
@@ -167,6 +179,10 @@ the commands instead.`,
 
 // printLab describes a lab that is up.
 func printLab(w io.Writer, l *lab.Lab) {
+	if l.Hosts() > lab.MinHosts {
+		printCluster(w, l)
+		return
+	}
 	cfg := l.Config()
 	fmt.Fprintf(w, "lab %q is up: namespaces %s (sender) and %s (receiver), cc %s, tbf latency %v, offloads %s\n",
 		cfg.Prefix, l.NS(0), l.NS(1), cfg.CC, cfg.TBFLatency, map[bool]string{true: "on", false: "off"}[cfg.Offloads])
@@ -184,6 +200,34 @@ func printLab(w io.Writer, l *lab.Lab) {
 		fmt.Fprintf(w, "MPTCP: %s announces rails 1..%d; connect to %s to get one subflow per rail\n", l.NS(1), l.Rails()-1, l.RailIP(1, 0))
 	}
 	fmt.Fprintf(w, "run commands with: ip netns exec %s CMD; remove with: multirail lab down --prefix %s\n", l.NS(0), cfg.Prefix)
+}
+
+// printCluster describes a cluster that is up.
+func printCluster(w io.Writer, l *lab.Lab) {
+	cfg := l.Config()
+	hosts := l.HostNames()
+	fmt.Fprintf(w, "lab %q is up: %d hosts %s, switches in %s, cc %s, tbf latency %v, offloads %s\n",
+		cfg.Prefix, len(hosts), strings.Join(hosts, " "), l.SwitchNS(), cfg.CC, cfg.TBFLatency, map[bool]string{true: "on", false: "off"}[cfg.Offloads])
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "link\tswitch\trate\ttbf burst\tTCP ceiling\t"+strings.Join(hosts, "\t"))
+	addrs := func(ip func(h int) string) string {
+		var a []string
+		for h := range hosts {
+			a = append(a, ip(h))
+		}
+		return strings.Join(a, "\t")
+	}
+	var sum float64
+	for i, r := range cfg.Rates {
+		sum += r
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d B\t%s Mbit/s\t%s\n", lab.RailDev(i), lab.Bridge(i), units.FormatRate(r), lab.Burst(r),
+			mbit(lab.GoodputCeiling(r)), addrs(func(h int) string { return l.RailIP(h, i) }))
+	}
+	fmt.Fprintf(tw, "%s\t%s\tunshaped\t-\t-\t%s\n", lab.CtlDev, lab.Bridge(-1), addrs(l.CtlIP))
+	tw.Flush()
+	fmt.Fprintf(w, "per host, each direction: sum of rates %s Mbit/s, TCP goodput ceiling %s Mbit/s\n", mbit(sum), mbit(lab.GoodputCeiling(sum)))
+	fmt.Fprintf(w, "run commands with: ip netns exec %s CMD; Open MPI: mpirun --mca plm_rsh_agent \"multirail lab rsh\" --host %s:1,...; remove with: multirail lab down --prefix %s\n",
+		hosts[0], hosts[0], cfg.Prefix)
 }
 
 func newLabDown(g *globals) *cobra.Command {
@@ -274,7 +318,9 @@ type labStatus struct {
 
 type labStatusLab struct {
 	Prefix     string          `json:"prefix"`
+	Hosts      int             `json:"hosts"`
 	Namespaces []string        `json:"namespaces"`
+	Switch     string          `json:"switch,omitempty"`
 	CC         string          `json:"cc"`
 	Processes  map[string]int  `json:"processes"`
 	Rails      []labStatusRail `json:"rails"`
@@ -282,12 +328,17 @@ type labStatusLab struct {
 	Error      string          `json:"error,omitempty"`
 }
 
+// labStatusRail is one rail: per host (in Namespaces' order) its address
+// and whether its NIC is up, and the counters of the tbf that shapes what
+// each host sends (Qdisc, by namespace) and, in a cluster, of the switch
+// port's tbf that shapes what it receives (SwitchQdisc, by namespace).
 type labStatusRail struct {
-	Dev     string               `json:"dev"`
-	RateBps float64              `json:"rate_bps"`
-	Addrs   [2]string            `json:"addrs"`
-	Up      [2]bool              `json:"up"`
-	Qdisc   map[string]lab.Qdisc `json:"qdisc"`
+	Dev         string               `json:"dev"`
+	RateBps     float64              `json:"rate_bps"`
+	Addrs       []string             `json:"addrs"`
+	Up          []bool               `json:"up"`
+	Qdisc       map[string]lab.Qdisc `json:"qdisc"`
+	SwitchQdisc map[string]lab.Qdisc `json:"switch_qdisc,omitempty"`
 }
 
 func newLabStatus(g *globals) *cobra.Command {
@@ -340,39 +391,59 @@ func statusOf(prefix string, g *globals) labStatusLab {
 		return s
 	}
 	cfg := l.Config()
-	s.CC = cfg.CC
-	s.Namespaces = []string{l.NS(0), l.NS(1)}
-	for side := 0; side < 2; side++ {
-		pids, _ := lab.NSPids(l.NS(side))
-		s.Processes[l.NS(side)] = len(pids)
+	s.CC, s.Hosts, s.Namespaces, s.Switch = cfg.CC, l.Hosts(), l.HostNames(), l.SwitchNS()
+	n := l.Hosts()
+	up := make([]map[string]bool, n)
+	qd := make([]map[string]lab.Qdisc, n)
+	for h := 0; h < n; h++ {
+		pids, _ := lab.NSPids(l.NS(h))
+		s.Processes[l.NS(h)] = len(pids)
+		up[h] = linkStates(l, h)
+		qd[h] = readQdiscs(l, h)
 	}
-	up := [2]map[string]bool{}
-	qd := [2]map[string]lab.Qdisc{}
-	for side := 0; side < 2; side++ {
-		up[side] = linkStates(l, side)
-		if r, err := l.Qdiscs(side); err == nil {
-			qd[side], _ = r.Read()
-			r.Close()
-		}
+	var swq map[string]lab.Qdisc
+	if s.Switch != "" {
+		swq = readQdiscs(l, lab.Switch)
 	}
 	for i, rate := range cfg.Rates {
 		dev := lab.RailDev(i)
-		s.Rails = append(s.Rails, labStatusRail{Dev: dev, RateBps: rate, Addrs: [2]string{l.RailIP(0, i), l.RailIP(1, i)},
-			Up:    [2]bool{up[0][dev], up[1][dev]},
-			Qdisc: map[string]lab.Qdisc{l.NS(0): qd[0][dev], l.NS(1): qd[1][dev]}})
+		r := labStatusRail{Dev: dev, RateBps: rate, Qdisc: map[string]lab.Qdisc{}}
+		for h := 0; h < n; h++ {
+			r.Addrs = append(r.Addrs, l.RailIP(h, i))
+			r.Up = append(r.Up, up[h][dev])
+			r.Qdisc[l.NS(h)] = qd[h][dev]
+			if swq != nil {
+				if r.SwitchQdisc == nil {
+					r.SwitchQdisc = map[string]lab.Qdisc{}
+				}
+				r.SwitchQdisc[l.NS(h)] = swq[lab.SwitchPort(h, i)]
+			}
+		}
+		s.Rails = append(s.Rails, r)
 	}
-	for side := 0; side < 2; side++ {
+	for h := 0; h < n; h++ {
 		var out bytes.Buffer
 		for _, what := range [][]string{{"limits", "show"}, {"endpoint", "show"}} {
-			b, err := exec.Command("ip", append([]string{"-n", l.NS(side), "mptcp"}, what...)...).CombinedOutput()
+			b, err := exec.Command("ip", append([]string{"-n", l.NS(h), "mptcp"}, what...)...).CombinedOutput()
 			if err != nil {
 				b = []byte(err.Error())
 			}
 			out.WriteString(strings.TrimSpace(string(b)) + "\n")
 		}
-		s.MPTCP[l.NS(side)] = strings.Split(strings.TrimSpace(out.String()), "\n")
+		s.MPTCP[l.NS(h)] = strings.Split(strings.TrimSpace(out.String()), "\n")
 	}
 	return s
+}
+
+// readQdiscs reads side's root qdiscs by interface; nil when it cannot.
+func readQdiscs(l *lab.Lab, side int) map[string]lab.Qdisc {
+	r, err := l.Qdiscs(side)
+	if err != nil {
+		return nil
+	}
+	defer r.Close()
+	q, _ := r.Read()
+	return q
 }
 
 // linkStates reports which interfaces of side are up with carrier.
@@ -398,15 +469,34 @@ func printStatus(w io.Writer, s labStatusLab) {
 		fmt.Fprintf(w, "lab %q: %s\n", s.Prefix, s.Error)
 		return
 	}
-	fmt.Fprintf(w, "lab %q: namespaces %s, cc %s, processes inside: %d/%d\n", s.Prefix, strings.Join(s.Namespaces, " "), s.CC,
-		s.Processes[s.Namespaces[0]], s.Processes[s.Namespaces[1]])
+	var procs []string
+	for _, ns := range s.Namespaces {
+		procs = append(procs, strconv.Itoa(s.Processes[ns]))
+	}
+	sw := ""
+	if s.Switch != "" {
+		sw = ", switches in " + s.Switch
+	}
+	fmt.Fprintf(w, "lab %q: %d hosts %s%s, cc %s, processes inside: %s\n", s.Prefix, len(s.Namespaces), strings.Join(s.Namespaces, " "), sw, s.CC,
+		strings.Join(procs, "/"))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "rail\trate\taddresses\tlink A/B\tA sent\tA drops\tA backlog\tB sent\tB drops")
 	updown := map[bool]string{true: "up", false: "DOWN"}
-	for _, r := range s.Rails {
-		qa, qb := r.Qdisc[s.Namespaces[0]], r.Qdisc[s.Namespaces[1]]
-		fmt.Fprintf(tw, "%s\t%s\t%s > %s\t%s/%s\t%d B\t%d\t%d B\t%d B\t%d\n", r.Dev, units.FormatRate(r.RateBps), r.Addrs[0], r.Addrs[1],
-			updown[r.Up[0]], updown[r.Up[1]], qa.Bytes, qa.Drops, qa.Backlog, qb.Bytes, qb.Drops)
+	if s.Switch == "" {
+		fmt.Fprintln(tw, "rail\trate\taddresses\tlink A/B\tA sent\tA drops\tA backlog\tB sent\tB drops")
+		for _, r := range s.Rails {
+			qa, qb := r.Qdisc[s.Namespaces[0]], r.Qdisc[s.Namespaces[1]]
+			fmt.Fprintf(tw, "%s\t%s\t%s > %s\t%s/%s\t%d B\t%d\t%d B\t%d B\t%d\n", r.Dev, units.FormatRate(r.RateBps), r.Addrs[0], r.Addrs[1],
+				updown[r.Up[0]], updown[r.Up[1]], qa.Bytes, qa.Drops, qa.Backlog, qb.Bytes, qb.Drops)
+		}
+	} else {
+		fmt.Fprintln(tw, "rail\trate\thost\taddress\tlink\tsent\tdrops\tbacklog\treceived (switch port)\tdrops")
+		for _, r := range s.Rails {
+			for h, ns := range s.Namespaces {
+				q, sq := r.Qdisc[ns], r.SwitchQdisc[ns]
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d B\t%d\t%d B\t%d B\t%d\n", r.Dev, units.FormatRate(r.RateBps), ns, r.Addrs[h],
+					updown[r.Up[h]], q.Bytes, q.Drops, q.Backlog, sq.Bytes, sq.Drops)
+			}
+		}
 	}
 	tw.Flush()
 	for _, ns := range s.Namespaces {
