@@ -45,19 +45,20 @@ func multirailBinary(t *testing.T) string {
 
 // osuLaunchResult is the part of `multirail osu --json` the launcher tests check.
 type osuLaunchResult struct {
-	Test     string `json:"test"`
-	Ranks    int    `json:"ranks"`
-	Launcher string `json:"launcher"`
-	Rails    []int  `json:"rails"`
-	Results  []struct {
+	Test      string     `json:"test"`
+	Ranks     int        `json:"ranks"`
+	Launcher  string     `json:"launcher"`
+	Rails     []int      `json:"rails"`
+	RailNames [][]string `json:"rail_names"`
+	Results   []struct {
 		Size      int  `json:"size"`
 		Validated bool `json:"validated"`
 	} `json:"results"`
 }
 
 // checkOSU runs a launcher command line whose ranks run `multirail osu
-// TEST --validate --json` and checks rank 0's JSON.
-func checkOSU(t *testing.T, launcher string, env []string, argv ...string) {
+// TEST --validate --json` and checks rank 0's JSON, which it returns.
+func checkOSU(t *testing.T, launcher string, env []string, argv ...string) osuLaunchResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -81,6 +82,7 @@ func checkOSU(t *testing.T, launcher string, env []string, argv ...string) {
 		}
 	}
 	t.Logf("%s: %s over %s, rails %v, %d sizes validated", launcher, res.Test, launcher, res.Rails, len(res.Results))
+	return res
 }
 
 // Sizes on both sides of the algorithm thresholds (small, medium and
