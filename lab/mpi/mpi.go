@@ -49,8 +49,15 @@ func CacheDir() (string, error) {
 // Build compiles Source with mpicc into dir, unless a binary of the same
 // source is there already, and returns its path.
 func Build(ctx context.Context, dir string) (string, error) {
-	sum := sha256.Sum256(Source)
-	bin := filepath.Join(dir, "mrbw-"+hex.EncodeToString(sum[:6]))
+	return build(ctx, dir, "mrbw", Source)
+}
+
+// build compiles source with mpicc into dir as name-HASH, HASH the start of
+// the source's SHA-256, unless a binary of that name is there already, and
+// returns its path.
+func build(ctx context.Context, dir, name string, source []byte) (string, error) {
+	sum := sha256.Sum256(source)
+	bin := filepath.Join(dir, name+"-"+hex.EncodeToString(sum[:6]))
 	if st, err := os.Stat(bin); err == nil && st.Mode()&0o111 != 0 {
 		return bin, nil
 	}
@@ -61,7 +68,7 @@ func Build(ctx context.Context, dir string) (string, error) {
 		return "", fmt.Errorf("mpi: %w", err)
 	}
 	src := bin + ".c"
-	if err := os.WriteFile(src, Source, 0o644); err != nil {
+	if err := os.WriteFile(src, source, 0o644); err != nil {
 		return "", fmt.Errorf("mpi: %w", err)
 	}
 	tmp := bin + ".tmp"
@@ -105,20 +112,34 @@ type Job struct {
 // one per host, ob1 with the TCP BTL on the rails only, out-of-band
 // traffic on OOBNet, no binding to cores.
 func Args(j Job) []string {
-	mca := func(k, v string) []string { return []string{"--mca", k, v} }
-	args := []string{"mpirun", "-np", "2", "--host", j.Hosts[0] + ":1," + j.Hosts[1] + ":1", "--bind-to", "none"}
-	args = append(args, mca("plm_rsh_agent", j.RshAgent)...)
-	args = append(args, mca("oob_tcp_if_include", j.OOBNet)...)
-	args = append(args, mca("pml", "ob1")...)
-	args = append(args, mca("btl", "tcp,self")...)
-	args = append(args, mca("btl_tcp_if_include", strings.Join(j.RailNets, ","))...)
-	for i, bw := range j.BandwidthMbps {
-		if i < len(j.RailDevs) {
-			args = append(args, mca("btl_tcp_bandwidth_"+j.RailDevs[i], strconv.Itoa(bw))...)
-		}
-	}
+	args := launch(j.Hosts[:], j.RshAgent, j.OOBNet, j.RailNets, j.RailDevs, j.BandwidthMbps)
 	return append(args, j.Program, strconv.Itoa(j.Size), strconv.FormatFloat(j.Seconds, 'f', -1, 64), strconv.Itoa(j.Window))
 }
+
+// launch is the start of an mpirun command line, up to the program: one
+// rank on each host, in order, and the MCA parameters of Job's fields of
+// the same names.
+func launch(hosts []string, rshAgent, oobNet string, railNets, railDevs []string, bandwidthMbps []int) []string {
+	slots := make([]string, len(hosts))
+	for i, h := range hosts {
+		slots[i] = h + ":1"
+	}
+	args := []string{"mpirun", "-np", strconv.Itoa(len(hosts)), "--host", strings.Join(slots, ","), "--bind-to", "none"}
+	args = append(args, mca("plm_rsh_agent", rshAgent)...)
+	args = append(args, mca("oob_tcp_if_include", oobNet)...)
+	args = append(args, mca("pml", "ob1")...)
+	args = append(args, mca("btl", "tcp,self")...)
+	args = append(args, mca("btl_tcp_if_include", strings.Join(railNets, ","))...)
+	for i, bw := range bandwidthMbps {
+		if i < len(railDevs) {
+			args = append(args, mca("btl_tcp_bandwidth_"+railDevs[i], strconv.Itoa(bw))...)
+		}
+	}
+	return args
+}
+
+// mca is the mpirun arguments that set MCA parameter k to v.
+func mca(k, v string) []string { return []string{"--mca", k, v} }
 
 // Env is what mpirun needs in its environment on top of the caller's:
 // permission to run as root.
