@@ -28,6 +28,9 @@ type labBenchFlags struct {
 	rates, sizes, systems, sched, prefix, cc, out string
 	duration                                      time.Duration
 	json, quiet                                   bool
+	// The collective bench (--hosts > 2 or --tests).
+	tests                        string
+	hosts, rounds, iters, warmup int
 }
 
 // labSystems expands --systems and --sched into the systems to run, in
@@ -114,10 +117,45 @@ func newLabBench(g *globals) *cobra.Command {
 Each run lasts --duration; a competing TCP stream starts on rail0 (the
 fastest rail) at half time. Goodput is measured at the receiver in 250 ms
 buckets: "static" is the mean over [1s, T/2), "dynamic" over [T/2+1s, T).
---out DIR writes results.json (with the time series) and one PNG per size.`,
+--out DIR writes results.json (with the time series) and one PNG per size.
+
+With --hosts N (3..8) or --tests, bench builds a cluster instead (prefix mrc:
+N hosts, a switch per rail, see lab up --hosts) and runs OSU-style tests of
+` + "`multirail osu`" + ` (latency, bw, bibw, barrier, bcast, allreduce, allgather,
+reduce-scatter, alltoall; point-to-point tests between hosts 0 and 1), one
+rank per host, all started by Open MPI's mpirun from host 0 with lab rsh:
+
+  openmpi-default   mrosu (an MPI program written from the OSU method, the
+                    same iterations and formulas as multirail osu), ob1 +
+                    TCP BTL on the rails, mpi_yield_when_idle 1
+  openmpi-weighted  the same with btl_tcp_bandwidth_railN = the rates
+  multirail-<sched> multirail osu, rails found from the hosts' NICs
+                    (MULTIRAIL_IFNAME=rail), MULTIRAIL_SCHED=<sched>
+
+--rounds R repeats every run R times, systems interleaved; the table shows
+medians with the range of the bus bandwidth. --json prints {"hosts",
+"rates_bps", "ceiling_bps", "results": [{"system", "test", "size", "round",
+"avg_us", "min_us", "max_us", "busbw_bps", "mb_s", "iterations"}], ...};
+--out DIR also writes <test>-busbw.png and <test>-latency.png.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			mpiErr := mpi.Available()
+			if f.hosts < lab.MinHosts || f.hosts > lab.MaxHosts {
+				return usagef("--hosts = %d is out of range: allowed %d..%d", f.hosts, lab.MinHosts, lab.MaxHosts)
+			}
+			if collMode(f.hosts, cmd.Flags().Changed("tests")) {
+				p, err := f.collPlan(cmd.Flags().Changed, mpiErr)
+				if err != nil {
+					return err
+				}
+				if err := needRoot("bench"); err != nil {
+					return err
+				}
+				return runLabColl(cmd.Context(), g, f, p)
+			}
+			if cmd.Flags().Changed("rounds") || cmd.Flags().Changed("iters") || cmd.Flags().Changed("warmup") {
+				return usagef("--rounds, --iters and --warmup apply to the collective bench only (--hosts > 2 or --tests)")
+			}
 			p, err := f.plan(mpiErr)
 			if err != nil {
 				return err
@@ -139,6 +177,11 @@ buckets: "static" is the mean over [1s, T/2), "dynamic" over [T/2+1s, T).
 	fl.StringVar(&f.out, "out", "", "write results.json and PNG plots into this new or empty folder")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object on stdout")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr")
+	fl.IntVar(&f.hosts, "hosts", lab.MinHosts, fmt.Sprintf("hosts of the lab, %d..%d; more than 2 runs the collective bench", lab.MinHosts, lab.MaxHosts))
+	fl.StringVar(&f.tests, "tests", defaultCollTests, "collective bench: tests of multirail osu, comma-separated ("+strings.Join(labbench.CollTests, ", ")+")")
+	fl.IntVar(&f.rounds, "rounds", 1, fmt.Sprintf("collective bench: runs of every system and test, interleaved (1..%d)", labbench.MaxRounds))
+	fl.IntVar(&f.iters, "iters", 0, "collective bench: timed iterations per size (0 = by size, as multirail osu)")
+	fl.IntVar(&f.warmup, "warmup", 0, "collective bench: warm-up iterations per size (0 = by size)")
 	return cmd
 }
 

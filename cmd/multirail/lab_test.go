@@ -58,6 +58,15 @@ func TestLabUsageErrors(t *testing.T) {
 		{[]string{"lab", "bench", "--systems", "multirail-fastest"}, "unknown system"},
 		{[]string{"lab", "bench", "--rates", "100mbit,x"}, `--rates: "x"`},
 		{[]string{"lab", "nope"}, "unknown command"},
+		{[]string{"lab", "up", "--hosts", "9"}, "--hosts = 9 is out of range: allowed 2..8"},
+		{[]string{"lab", "bench", "--hosts", "1"}, "--hosts = 1 is out of range"},
+		{[]string{"lab", "bench", "--hosts", "4", "--tests", "allreduce,nccl"}, `unknown test "nccl"`},
+		{[]string{"lab", "bench", "--hosts", "4", "--sizes", "8:4"}, "range 8:4 has MIN > MAX"},
+		{[]string{"lab", "bench", "--hosts", "4", "--duration", "8s"}, "--duration does not apply to the collective bench"},
+		{[]string{"lab", "bench", "--hosts", "4", "--systems", "tcp-per-rail"}, "tcp-per-rail is not a collective system"},
+		{[]string{"lab", "bench", "--hosts", "4", "--rounds", "0"}, "--rounds 0 is out of range: allowed 1..20"},
+		{[]string{"lab", "bench", "--rounds", "3"}, "--rounds, --iters and --warmup apply to the collective bench only"},
+		{[]string{"lab", "bench", "--tests", "bw", "--iters", "-1"}, "--iters -1"},
 	} {
 		code, _, stderr := runCLI(tc.args...)
 		if code != 2 || !strings.Contains(stderr, tc.want) {

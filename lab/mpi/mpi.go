@@ -120,13 +120,7 @@ func Args(j Job) []string {
 // rank on each host, in order, and the MCA parameters of Job's fields of
 // the same names.
 func launch(hosts []string, rshAgent, oobNet string, railNets, railDevs []string, bandwidthMbps []int) []string {
-	slots := make([]string, len(hosts))
-	for i, h := range hosts {
-		slots[i] = h + ":1"
-	}
-	args := []string{"mpirun", "-np", strconv.Itoa(len(hosts)), "--host", strings.Join(slots, ","), "--bind-to", "none"}
-	args = append(args, mca("plm_rsh_agent", rshAgent)...)
-	args = append(args, mca("oob_tcp_if_include", oobNet)...)
+	args := LaunchArgs(CollJob{Hosts: hosts, RshAgent: rshAgent, OOBNet: oobNet})
 	args = append(args, mca("pml", "ob1")...)
 	args = append(args, mca("btl", "tcp,self")...)
 	args = append(args, mca("btl_tcp_if_include", strings.Join(railNets, ","))...)

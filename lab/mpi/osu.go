@@ -153,3 +153,19 @@ func ParseOSULine(line string) (OSUResult, error) {
 	}
 	return r, nil
 }
+
+// LaunchArgs is the start of an mpirun command line (argv, "mpirun"
+// first) that starts a program that is not an MPI program, such as
+// `multirail osu`, as CollArgs starts mrosu: one rank per host of j.Hosts,
+// no binding to cores, j.RshAgent as the rsh agent and the out-of-band
+// traffic on j.OOBNet. Append "-x VAR=value" options, then the program
+// and its arguments.
+func LaunchArgs(j CollJob) []string {
+	slots := make([]string, len(j.Hosts))
+	for i, h := range j.Hosts {
+		slots[i] = h + ":1"
+	}
+	args := []string{"mpirun", "-np", strconv.Itoa(len(j.Hosts)), "--host", strings.Join(slots, ","), "--bind-to", "none"}
+	args = append(args, mca("plm_rsh_agent", j.RshAgent)...)
+	return append(args, mca("oob_tcp_if_include", j.OOBNet)...)
+}

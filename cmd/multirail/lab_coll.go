@@ -1,0 +1,409 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/multirail/multirail/lab"
+	"github.com/multirail/multirail/lab/labbench"
+	"github.com/multirail/multirail/units"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// Defaults of the collective bench (lab bench --hosts N or --tests).
+const (
+	defaultCollTests = "allreduce,alltoall,bw"
+	defaultCollSizes = "8,1KiB,64KiB,1MiB,4MiB"
+	defaultCollSys   = labbench.GroupAll // of the collective systems, with --sched qlearn
+)
+
+// collMode reports whether lab bench runs the collective bench: more than
+// two hosts, or --tests given.
+func collMode(hosts int, testsSet bool) bool { return hosts > lab.MinHosts || testsSet }
+
+// collPlan validates the flags of the collective bench.
+func (f *labBenchFlags) collPlan(set func(string) bool, mpiErr error) (labbench.CollPlan, error) {
+	var p labbench.CollPlan
+	rates, err := parseRates(f.rates)
+	if err != nil {
+		return p, err
+	}
+	for _, flag := range []string{"duration", "cc"} {
+		if set(flag) {
+			return p, usagef("--%s does not apply to the collective bench (--hosts > 2 or --tests): its runs are OSU-style iterations", flag)
+		}
+	}
+	prefix := f.prefix
+	if !set("prefix") {
+		prefix = labbench.CollPrefix
+	}
+	p.Lab = lab.Config{Rates: rates, Hosts: f.hosts, Prefix: prefix}
+	if p.Lab, err = p.Lab.Validate(); err != nil {
+		return p, usageError{labFlagError(err)}
+	}
+	tests := f.tests
+	if !set("tests") {
+		tests = defaultCollTests
+	}
+	for _, t := range strings.Split(tests, ",") {
+		t = strings.TrimSpace(t)
+		if !slices.Contains(labbench.CollTests, t) {
+			return p, usagef("--tests %q: unknown test %q; allowed: %s", tests, t, strings.Join(labbench.CollTests, ", "))
+		}
+		if !slices.Contains(p.Tests, t) {
+			p.Tests = append(p.Tests, t)
+		}
+	}
+	sizes := f.sizes
+	if !set("sizes") {
+		sizes = defaultCollSizes
+	}
+	if p.Sizes, err = parseOSUSizes(sizes); err != nil {
+		return p, err
+	}
+	if f.rounds < 1 || f.rounds > labbench.MaxRounds {
+		return p, usagef("--rounds %d is out of range: allowed 1..%d", f.rounds, labbench.MaxRounds)
+	}
+	p.Rounds = f.rounds
+	if f.iters < 0 || f.warmup < 0 {
+		return p, usagef("--iters %d / --warmup %d: allowed >= 0 (0 = the defaults by size)", f.iters, f.warmup)
+	}
+	p.Iters, p.Warmup = f.iters, f.warmup
+	systems := f.systems
+	if !set("systems") {
+		systems = defaultCollSys
+	}
+	scheds := f.sched
+	if !set("sched") {
+		scheds = "qlearn"
+	}
+	list, skipped, err := labSystems(systems, scheds, mpiErr)
+	if err != nil {
+		return p, err
+	}
+	for _, s := range list {
+		if s == labbench.TCPPerRail || s == labbench.MPTCP {
+			if set("systems") && !strings.Contains(systems, labbench.GroupAll) {
+				return p, usagef("--systems: %s is not a collective system; allowed: openmpi, openmpi-default, openmpi-weighted, multirail, multirail-<sched>", s)
+			}
+			continue
+		}
+		p.Systems = append(p.Systems, s)
+	}
+	p.Skipped = skipped
+	if len(p.Systems) == 0 {
+		return p, usagef("--systems %q: nothing left to run", systems)
+	}
+	return p, nil
+}
+
+func runLabColl(ctx context.Context, g *globals, f *labBenchFlags, p labbench.CollPlan) (err error) {
+	ctx, stop := labSignals(ctx)
+	defer stop()
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("lab bench: finding this program: %w", err)
+	}
+	var outDir string
+	if f.out != "" {
+		var created bool
+		if outDir, created, err = prepareOut(f.out, time.Now()); err != nil {
+			return err
+		}
+		defer func() {
+			if err != nil && created {
+				os.RemoveAll(outDir)
+			}
+		}()
+	}
+	for _, s := range p.Skipped {
+		fmt.Fprintf(g.stderr, "multirail: lab bench: skipping %s: %s\n", s.System, s.Reason)
+	}
+	fmt.Fprintf(g.stderr, "multirail: lab bench: %d hosts, rails %s, tests %s, %d runs (%d systems x %d tests x %d rounds)\n",
+		p.Lab.Hosts, ratesString(p.Lab.Rates), strings.Join(p.Tests, ","), p.Runs(), len(p.Systems), len(p.Tests), p.Rounds)
+	o := labbench.CollOptions{Plan: p, Exe: exe, Logger: g.logger()}
+	if g.verbose {
+		o.Stderr = g.stderr
+	}
+	start := time.Now()
+	rep, err := labbench.RunColl(ctx, o, labbench.CollHooks{
+		RunStarts: func(n, total int, sys, test string, round int) {
+			if !f.quiet {
+				fmt.Fprintf(g.stderr, "multirail: lab bench: run %d/%d (%v): %s %s, round %d\n", n, total, time.Since(start).Round(time.Second), sys, test, round)
+			}
+		},
+		RunFailed: func(sys, test string, round int, err error) {
+			fmt.Fprintf(g.stderr, "multirail: lab bench: %s %s round %d failed: %v\n", sys, test, round, err)
+		},
+	})
+	var failed *labbench.RunsError
+	if err != nil && !errors.As(err, &failed) {
+		return err
+	}
+	if outDir != "" {
+		if err := writeCollOut(outDir, rep); err != nil {
+			return err
+		}
+		fmt.Fprintf(g.stderr, "multirail: lab bench: results and plots written to %s\n", outDir)
+	}
+	if f.json {
+		if err := writeJSON(g.stdout, rep); err != nil {
+			return err
+		}
+	} else {
+		printCollTable(g.stdout, rep)
+	}
+	if failed != nil {
+		return failed
+	}
+	return nil
+}
+
+// collCell is the rounds of one system, test and size.
+type collCell struct {
+	avgUs, busbw []float64
+}
+
+// collCells groups rep's results by test, size and system.
+func collCells(rep labbench.CollReport) map[string]map[int]map[string]*collCell {
+	cells := map[string]map[int]map[string]*collCell{}
+	for _, r := range rep.Results {
+		if cells[r.Test] == nil {
+			cells[r.Test] = map[int]map[string]*collCell{}
+		}
+		if cells[r.Test][r.Size] == nil {
+			cells[r.Test][r.Size] = map[string]*collCell{}
+		}
+		c := cells[r.Test][r.Size][r.System]
+		if c == nil {
+			c = &collCell{}
+			cells[r.Test][r.Size][r.System] = c
+		}
+		c.avgUs = append(c.avgUs, r.AvgUs)
+		c.busbw = append(c.busbw, r.BusBWBps)
+	}
+	return cells
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(v)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// testsOf are the tests of rep in the order they ran.
+func testsOf(rep labbench.CollReport) []string {
+	var tests []string
+	for _, r := range rep.Results {
+		if !slices.Contains(tests, r.Test) {
+			tests = append(tests, r.Test)
+		}
+	}
+	return tests
+}
+
+// printCollTable prints one table per test: per size and system the
+// median over the rounds of the average time and of the bus bandwidth
+// (with its range when there are several rounds), then the ratios the
+// issue's figures are stated in.
+func printCollTable(w io.Writer, rep labbench.CollReport) {
+	var rates []string
+	for _, r := range rep.RatesBps {
+		rates = append(rates, units.FormatRate(r))
+	}
+	fmt.Fprintf(w, "# lab bench %s: %d hosts, rails %s, per-host ceiling %s Mbit/s (one direction, sum of rates x 1448/1514)\n",
+		rep.Date.Format("2006-01-02 15:04 UTC"), rep.Hosts, strings.Join(rates, "/"), mbit(rep.CeilingBps))
+	cells := collCells(rep)
+	for _, test := range testsOf(rep) {
+		fmt.Fprintf(w, "\n%s (avg us, bus bandwidth Mbit/s; median of rounds [lowest-highest busbw])\n", test)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprint(tw, "size")
+		for _, s := range rep.Systems {
+			fmt.Fprintf(tw, "\t%s", s)
+		}
+		fmt.Fprintln(tw)
+		var sizes []int
+		for s := range cells[test] {
+			sizes = append(sizes, s)
+		}
+		sort.Ints(sizes)
+		for _, size := range sizes {
+			fmt.Fprint(tw, units.FormatSize(int64(size)))
+			for _, s := range rep.Systems {
+				c := cells[test][size][s]
+				if c == nil {
+					fmt.Fprint(tw, "\t-")
+					continue
+				}
+				cell := fmt.Sprintf("%.1f us", median(c.avgUs))
+				if b := median(c.busbw); b > 0 {
+					cell += fmt.Sprintf(", %s", mbit(b))
+					if len(c.busbw) > 1 {
+						cell += fmt.Sprintf(" [%s-%s]", mbit(slices.Min(c.busbw)), mbit(slices.Max(c.busbw)))
+					}
+				}
+				fmt.Fprintf(tw, "\t%s", cell)
+			}
+			fmt.Fprintln(tw)
+		}
+		tw.Flush()
+		for _, line := range collRatios(rep, cells, test, sizes) {
+			fmt.Fprintln(w, line)
+		}
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintln(w, "# "+n)
+	}
+	for _, f := range rep.Failed {
+		fmt.Fprintf(w, "# FAILED %s %s round %d: %s\n", f.System, f.Test, f.Round, f.Err)
+	}
+}
+
+// collRatios compares every multirail system with every Open MPI one at
+// the smallest size (time) and the largest (bus bandwidth, also against
+// the ceiling), medians of rounds.
+func collRatios(rep labbench.CollReport, cells map[string]map[int]map[string]*collCell, test string, sizes []int) []string {
+	if len(sizes) == 0 {
+		return nil
+	}
+	small, large := sizes[0], sizes[len(sizes)-1]
+	var out []string
+	for _, m := range rep.Systems {
+		if labbench.IsMPI(m) {
+			continue
+		}
+		mc := cells[test][large][m]
+		if mc != nil && median(mc.busbw) > 0 && test != "latency" {
+			out = append(out, fmt.Sprintf("  %s at %s: busbw %.3f of the ceiling", m, units.FormatSize(int64(large)), median(mc.busbw)/rep.CeilingBps))
+		}
+		for _, o := range rep.Systems {
+			if !labbench.IsMPI(o) {
+				continue
+			}
+			if a, b := cells[test][small][m], cells[test][small][o]; a != nil && b != nil {
+				out = append(out, fmt.Sprintf("  %s / %s at %s: time %.2fx", m, o, units.FormatSize(int64(small)), median(a.avgUs)/median(b.avgUs)))
+			}
+			if a, b := cells[test][large][m], cells[test][large][o]; a != nil && b != nil && median(b.busbw) > 0 && test != "latency" {
+				out = append(out, fmt.Sprintf("  %s / %s at %s: busbw %.2fx", m, o, units.FormatSize(int64(large)), median(a.busbw)/median(b.busbw)))
+			}
+		}
+	}
+	return out
+}
+
+// writeCollOut writes results.json, table.txt and per test a PNG of bus
+// bandwidth against size and one of time against size.
+func writeCollOut(dir string, rep labbench.CollReport) error {
+	var buf bytes.Buffer
+	if err := writeJSON(&buf, rep); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), buf.Bytes(), 0o644); err != nil {
+		return err
+	}
+	buf.Reset()
+	printCollTable(&buf, rep)
+	if err := os.WriteFile(filepath.Join(dir, "table.txt"), buf.Bytes(), 0o644); err != nil {
+		return err
+	}
+	cells := collCells(rep)
+	for _, test := range testsOf(rep) {
+		for _, what := range []string{"busbw", "latency"} {
+			if what == "busbw" && test == "latency" {
+				continue
+			}
+			path := filepath.Join(dir, fmt.Sprintf("%s-%s.png", test, what))
+			if err := plotColl(path, rep, cells[test], test, what); err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+		}
+	}
+	return nil
+}
+
+// plotColl draws one line per system: the median bus bandwidth (Mbit/s,
+// with the ceiling as a dashed line) or time (us, log scale) against the
+// size (log scale).
+func plotColl(path string, rep labbench.CollReport, cells map[int]map[string]*collCell, test, what string) error {
+	pl := plot.New()
+	pl.X.Label.Text = "size (bytes)"
+	pl.X.Scale = plot.LogScale{}
+	pl.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	if what == "busbw" {
+		pl.Title.Text = fmt.Sprintf("%s: bus bandwidth, %d hosts", test, rep.Hosts)
+		pl.Y.Label.Text = "bus bandwidth (Mbit/s)"
+		pl.Y.Min = 0
+		pl.Y.Tick.Marker = plainTicks{}
+	} else {
+		pl.Title.Text = fmt.Sprintf("%s: time per call, %d hosts", test, rep.Hosts)
+		pl.Y.Label.Text = "avg time (us)"
+		pl.Y.Scale = plot.LogScale{}
+		pl.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
+	pl.Add(plotter.NewGrid())
+	pl.Legend.Top, pl.Legend.Left = true, true
+	var sizes []int
+	for s := range cells {
+		sizes = append(sizes, s)
+	}
+	sort.Ints(sizes)
+	for i, sys := range rep.Systems {
+		var pts plotter.XYs
+		for _, size := range sizes {
+			c := cells[size][sys]
+			if c == nil || size <= 0 {
+				continue
+			}
+			y := median(c.avgUs)
+			if what == "busbw" {
+				y = median(c.busbw) / 1e6
+			}
+			if what != "busbw" && y <= 0 {
+				continue
+			}
+			pts = append(pts, plotter.XY{X: float64(size), Y: y})
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		line, points, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			return err
+		}
+		line.Color = railColors[i%len(railColors)]
+		points.Color = line.Color
+		pl.Add(line, points)
+		pl.Legend.Add(sys, line)
+	}
+	if what == "busbw" && len(sizes) > 0 && sizes[0] > 0 {
+		ceil := plotter.XYs{{X: float64(sizes[0]), Y: rep.CeilingBps / 1e6}, {X: float64(sizes[len(sizes)-1]), Y: rep.CeilingBps / 1e6}}
+		l, err := plotter.NewLine(ceil)
+		if err != nil {
+			return err
+		}
+		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		pl.Add(l)
+		pl.Legend.Add("per-host ceiling", l)
+		pl.Y.Max = max(pl.Y.Max, 1.4*rep.CeilingBps/1e6) // room for the legend above the ceiling
+	}
+	return pl.Save(7*vg.Inch, 4*vg.Inch, path)
+}

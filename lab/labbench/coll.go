@@ -1,0 +1,400 @@
+package labbench
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/multirail/multirail/lab"
+	"github.com/multirail/multirail/lab/mpi"
+	"github.com/multirail/multirail/sched"
+)
+
+// Limits of a collective bench.
+const (
+	// CollPrefix is the namespace prefix of the collective bench's own
+	// cluster.
+	CollPrefix = "mrc"
+	// MinCollSize and MaxCollSize bound its message sizes.
+	MinCollSize = 1
+	MaxCollSize = 64 << 20
+	// MaxRounds bounds CollPlan.Rounds.
+	MaxRounds = 20
+	// rdzvPort is where rank 0 of a multirail run meets the others.
+	rdzvPort = 29500
+)
+
+// CollTests are the tests a collective bench runs, as `multirail osu`
+// names them.
+var CollTests = []string{"latency", "bw", "bibw", "barrier", "bcast", "allreduce", "allgather", "reduce-scatter", "alltoall"}
+
+// CollPlan is validated input of a collective bench: OSU-style tests on a
+// cluster of Lab.Hosts hosts, one rank per host.
+type CollPlan struct {
+	// Lab is the cluster (Hosts >= 2; Rates the rails).
+	Lab lab.Config
+	// Tests are from CollTests; Sizes the message sizes in bytes (for
+	// each test, as `multirail osu --sizes` takes them; bw and bibw up to
+	// 16 MiB).
+	Tests []string
+	Sizes []int
+	// Systems are openmpi-default, openmpi-weighted and
+	// multirail-<sched>; Skipped those left out, and why.
+	Systems []string
+	Skipped []Skip
+	// Iters and Warmup per size; 0 for the defaults by size of `multirail
+	// osu` (which mrosu shares).
+	Iters, Warmup int
+	// Rounds runs every system on every test that many times, the systems
+	// interleaved within each round, so that a drifting machine shows as
+	// a range rather than as a difference between systems.
+	Rounds int
+}
+
+// Runs is the number of mpirun invocations.
+func (p CollPlan) Runs() int { return len(p.Systems) * len(p.Tests) * max(p.Rounds, 1) }
+
+// CollResult is one size of one test of one system in one round: OSU's
+// columns and the bus bandwidth. Fields that do not apply are 0: MBs is
+// bw's and bibw's bandwidth (MB = 10^6 B); BusBWBps is a collective's
+// nccl-tests bus bandwidth, and for bw and bibw their bandwidth in bits/s.
+type CollResult struct {
+	System   string  `json:"system"`
+	Test     string  `json:"test"`
+	Size     int     `json:"size"`
+	Round    int     `json:"round"`
+	AvgUs    float64 `json:"avg_us"`
+	MinUs    float64 `json:"min_us"`
+	MaxUs    float64 `json:"max_us"`
+	BusBWBps float64 `json:"busbw_bps"`
+	MBs      float64 `json:"mb_s"`
+	Iters    int     `json:"iterations"`
+	// Algo is the algorithm multirail chose ("" for Open MPI, which does
+	// not say).
+	Algo string `json:"algo,omitempty"`
+}
+
+// CollRunError is a run that failed.
+type CollRunError struct {
+	System string `json:"system"`
+	Test   string `json:"test"`
+	Round  int    `json:"round"`
+	Err    string `json:"error"`
+}
+
+// CollReport is what a collective bench measured, the JSON of `multirail
+// lab bench --hosts N --tests ...`.
+type CollReport struct {
+	Date  time.Time `json:"date"`
+	Hosts int       `json:"hosts"`
+	// RatesBps are the rails; CeilingBps a host's TCP goodput ceiling in
+	// one direction, the sum of the rates x 1448/1514.
+	RatesBps   []float64      `json:"rates_bps"`
+	CeilingBps float64        `json:"ceiling_bps"`
+	Systems    []string       `json:"systems"`
+	Skipped    []Skip         `json:"skipped,omitempty"`
+	Notes      []string       `json:"notes"`
+	Results    []CollResult   `json:"results"`
+	Failed     []CollRunError `json:"failed,omitempty"`
+}
+
+// CollHooks let the caller follow RunColl.
+type CollHooks struct {
+	// RunStarts is called before each run, the n-th of total (from 1).
+	RunStarts func(n, total int, system, test string, round int)
+	// RunFailed is called when a run failed; the bench goes on.
+	RunFailed func(system, test string, round int, err error)
+}
+
+// CollOptions configure RunColl.
+type CollOptions struct {
+	Plan CollPlan
+	// Exe is this program: the ranks of the multirail systems run `Exe
+	// osu`, and Open MPI's rsh agent is `Exe lab rsh`.
+	Exe string
+	// Logger gets the lab's logs; nil discards them.
+	Logger *slog.Logger
+	// Stderr, when set, gets what the runs write on stderr.
+	Stderr io.Writer
+	// RunTimeout bounds one mpirun; 0 means 15 minutes.
+	RunTimeout time.Duration
+}
+
+// RunColl builds the plan's cluster, runs every system on every test
+// (rounds x tests x systems, systems interleaved), removes the cluster and
+// returns the report. Failed runs are in the report (and make a
+// RunsError); ctx ending stops the bench.
+func RunColl(ctx context.Context, o CollOptions, hooks CollHooks) (CollReport, error) {
+	p := o.Plan
+	rep := CollReport{Date: time.Now().UTC(), Hosts: p.Lab.Hosts, RatesBps: p.Lab.Rates, Systems: p.Systems, Skipped: p.Skipped}
+	var sum float64
+	for _, r := range p.Lab.Rates {
+		sum += r
+	}
+	rep.CeilingBps = lab.GoodputCeiling(sum)
+	if o.Exe == "" || strings.ContainsAny(o.Exe, " \t\n'\"") {
+		return rep, fmt.Errorf("lab bench: this program's path %q is empty or has spaces or quotes; Open MPI's rsh agent cannot carry it", o.Exe)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.RunTimeout == 0 {
+		o.RunTimeout = 15 * time.Minute
+	}
+	var mrosu string
+	if slices.ContainsFunc(p.Systems, IsMPI) {
+		dir, err := mpi.CacheDir()
+		if err != nil {
+			return rep, fmt.Errorf("lab bench: %w", err)
+		}
+		if mrosu, err = mpi.BuildOSU(ctx, dir); err != nil {
+			return rep, err
+		}
+	}
+	cfg := p.Lab
+	cfg.Logger = o.Logger
+	l, err := lab.Up(ctx, cfg)
+	if err != nil {
+		return rep, err
+	}
+	defer l.Down()
+	token, err := randomToken()
+	if err != nil {
+		return rep, err
+	}
+	rep.Notes = collNotes(p)
+	total, n := p.Runs(), 0
+	var failed []string
+	for round := 1; round <= max(p.Rounds, 1); round++ {
+		for _, test := range p.Tests {
+			for _, sys := range p.Systems {
+				n++
+				if hooks.RunStarts != nil {
+					hooks.RunStarts(n, total, sys, test, round)
+				}
+				var res []CollResult
+				if IsMPI(sys) {
+					res, err = runOpenMPI(ctx, o, l, mrosu, sys, test)
+				} else {
+					res, err = runMultirailOSU(ctx, o, l, token, n, sys, test)
+				}
+				_ = l.KillProcesses()
+				if ctx.Err() != nil {
+					return rep, ctx.Err()
+				}
+				if err != nil {
+					rep.Failed = append(rep.Failed, CollRunError{System: sys, Test: test, Round: round, Err: err.Error()})
+					failed = append(failed, fmt.Sprintf("%s/%s/round %d", sys, test, round))
+					if hooks.RunFailed != nil {
+						hooks.RunFailed(sys, test, round, err)
+					}
+					continue
+				}
+				for i := range res {
+					res[i].System, res[i].Round = sys, round
+				}
+				rep.Results = append(rep.Results, res...)
+			}
+		}
+	}
+	if err := l.Down(); err != nil {
+		return rep, err
+	}
+	if len(failed) > 0 {
+		return rep, &RunsError{Failed: failed, Runs: total}
+	}
+	return rep, nil
+}
+
+// collNotes says how each system was set up.
+func collNotes(p CollPlan) []string {
+	notes := []string{fmt.Sprintf("%d hosts, one rank each, all on this machine's CPUs; tbf on both ends of every host NIC; one switch (bridge) per rail", p.Lab.Hosts)}
+	for _, s := range p.Systems {
+		switch {
+		case s == OpenMPIDefault:
+			notes = append(notes, s+": mpirun, pml ob1, btl tcp,self on the rails' subnets, default weights, mpi_yield_when_idle 1, mrosu (lab/mpi/src/mrosu.c)")
+		case s == OpenMPIWeighted:
+			notes = append(notes, s+": as openmpi-default with btl_tcp_bandwidth_railN set to the rails' rates")
+		default:
+			notes = append(notes, s+": `multirail osu` under the same mpirun and rsh agent, rails found from the hosts' NICs with MULTIRAIL_IFNAME=rail, MULTIRAIL_SCHED="+strings.TrimPrefix(s, MultirailPrefix))
+		}
+	}
+	return notes
+}
+
+func randomToken() (string, error) {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("lab bench: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// railNets and railDevs of l.
+func railNets(l *lab.Lab) (nets, devs []string) {
+	for k := 0; k < l.Rails(); k++ {
+		nets = append(nets, lab.RailNet(k))
+		devs = append(devs, lab.RailDev(k))
+	}
+	return nets, devs
+}
+
+// ranksOf are the hosts a test runs on: two for the point-to-point tests
+// (as OSU's), every host for the collectives.
+func ranksOf(l *lab.Lab, test string) []string {
+	hosts := l.HostNames()
+	if test == "latency" || test == "bw" || test == "bibw" {
+		return hosts[:2]
+	}
+	return hosts
+}
+
+// onHost0 wraps argv to run in the first host's namespace with its host
+// name, as mpirun must (its daemons are started from there).
+func onHost0(host string, argv []string) []string {
+	return append([]string{"ip", "netns", "exec", host, "unshare", "--uts", "sh", "-c", `hostname "$0" && exec "$@"`, host}, argv...)
+}
+
+func runOpenMPI(ctx context.Context, o CollOptions, l *lab.Lab, program, sys, test string) ([]CollResult, error) {
+	nets, devs := railNets(l)
+	hosts := ranksOf(l, test)
+	j := mpi.CollJob{Hosts: hosts, RshAgent: o.Exe + " lab rsh", OOBNet: lab.CtlNet(), RailNets: nets, RailDevs: devs,
+		Program: program, Test: test, Sizes: o.Plan.Sizes, Iters: o.Plan.Iters, Warmup: o.Plan.Warmup}
+	if sys == OpenMPIWeighted {
+		for _, r := range o.Plan.Lab.Rates {
+			j.BandwidthMbps = append(j.BandwidthMbps, int(r/1e6))
+		}
+	}
+	out, err := runMPIRun(ctx, o, onHost0(hosts[0], mpi.CollArgs(j)))
+	if err != nil {
+		return nil, err
+	}
+	var res []CollResult
+	for _, line := range strings.Split(string(out), "\n") {
+		r, err := mpi.ParseOSULine(line)
+		if errors.Is(err, mpi.ErrNoResult) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		res = append(res, CollResult{Test: r.Test, Size: r.Size, AvgUs: r.AvgUs, MinUs: r.MinUs, MaxUs: r.MaxUs,
+			BusBWBps: r.BusBWBps, MBs: r.MBs, Iters: r.Iters})
+	}
+	if len(res) == 0 {
+		return nil, fmt.Errorf("mrosu %s printed no results: %s", test, lastLines(string(out), 8))
+	}
+	for i := range res {
+		if res[i].MBs > 0 && res[i].BusBWBps == 0 {
+			res[i].BusBWBps = res[i].MBs * 8e6
+		}
+	}
+	return res, nil
+}
+
+// osuJSON is the part of `multirail osu --json` the bench reads.
+type osuJSON struct {
+	Ranks     int        `json:"ranks"`
+	RailNames [][]string `json:"rail_names"`
+	Results   []struct {
+		Size     int      `json:"size"`
+		AvgUs    float64  `json:"avg_us"`
+		MinUs    float64  `json:"min_us"`
+		MaxUs    float64  `json:"max_us"`
+		MBs      *float64 `json:"mb_s"`
+		BusBWBps *float64 `json:"busbw_bps"`
+		Algo     string   `json:"algo"`
+		Iters    int      `json:"iterations"`
+	} `json:"results"`
+}
+
+func runMultirailOSU(ctx context.Context, o CollOptions, l *lab.Lab, token string, n int, sys, test string) ([]CollResult, error) {
+	scheduler := strings.TrimPrefix(sys, MultirailPrefix)
+	if !slices.Contains(sched.Names(), scheduler) {
+		return nil, &UnknownSystemError{Item: sys}
+	}
+	hosts := ranksOf(l, test)
+	nets, devs := railNets(l)
+	// The same launch as Open MPI's (mpi.CollArgs without the MPI
+	// program): mpirun on host 0, one rank per host, the lab's rsh agent.
+	j := mpi.CollJob{Hosts: hosts, RshAgent: o.Exe + " lab rsh", OOBNet: lab.CtlNet(), RailNets: nets, RailDevs: devs, Program: o.Exe}
+	argv := mpi.LaunchArgs(j)
+	// A port of its own per run: the previous run's rank 0 may still hold
+	// the last one in TIME_WAIT.
+	port := rdzvPort + n%400
+	for _, kv := range []string{"MULTIRAIL_IFNAME=rail", "MULTIRAIL_RDZV=tcp://" + hosts[0] + ":" + strconv.Itoa(port),
+		"MULTIRAIL_TOKEN=" + token, "MULTIRAIL_SCHED=" + scheduler} {
+		argv = append(argv, "-x", kv)
+	}
+	sizes := make([]string, len(o.Plan.Sizes))
+	for i, s := range o.Plan.Sizes {
+		sizes[i] = strconv.Itoa(s)
+	}
+	argv = append(argv, o.Exe, "osu", test, "--json", "--sizes", strings.Join(sizes, ","),
+		"--iters", strconv.Itoa(o.Plan.Iters), "--warmup", strconv.Itoa(o.Plan.Warmup))
+	out, err := runMPIRun(ctx, o, onHost0(hosts[0], argv))
+	if err != nil {
+		return nil, err
+	}
+	i, k := bytes.IndexByte(out, '{'), bytes.LastIndexByte(out, '}')
+	if i < 0 || k < i {
+		return nil, fmt.Errorf("multirail osu %s printed no JSON: %s", test, lastLines(string(out), 8))
+	}
+	var js osuJSON
+	if err := json.Unmarshal(out[i:k+1], &js); err != nil {
+		return nil, fmt.Errorf("multirail osu %s: %w: %s", test, err, lastLines(string(out), 8))
+	}
+	want := strings.Join(devs, ",")
+	for r := 1; r < len(js.RailNames); r++ {
+		if got := strings.Join(js.RailNames[r], ","); got != want {
+			return nil, fmt.Errorf("multirail osu %s: rails from rank 0 to rank %d are %s, want %s", test, r, got, want)
+		}
+	}
+	var res []CollResult
+	for _, r := range js.Results {
+		cr := CollResult{Test: test, Size: r.Size, AvgUs: r.AvgUs, MinUs: r.MinUs, MaxUs: r.MaxUs, Iters: r.Iters, Algo: r.Algo}
+		if r.BusBWBps != nil {
+			cr.BusBWBps = *r.BusBWBps
+		}
+		if r.MBs != nil {
+			cr.MBs = *r.MBs
+			cr.BusBWBps = *r.MBs * 8e6
+		}
+		res = append(res, cr)
+	}
+	return res, nil
+}
+
+// runMPIRun runs argv (mpirun inside host 0) and returns its stdout.
+func runMPIRun(ctx context.Context, o CollOptions, argv []string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.RunTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), mpi.Env()...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	if o.Stderr != nil {
+		cmd.Stderr = io.MultiWriter(&stderr, o.Stderr)
+	}
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (after %v)", ctx.Err(), o.RunTimeout)
+		}
+		return nil, fmt.Errorf("%s: %v: %s", strings.Join(argv[10:], " "), err, lastLines(stderr.String(), 8))
+	}
+	return stdout.Bytes(), nil
+}
