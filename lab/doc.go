@@ -28,9 +28,9 @@
 //
 // Run executes Go code on a thread inside a namespace, so that sockets made
 // there belong to it; Command runs a program there (`ip netns exec`).
-// Load runs a competing TCP stream over one rail, Qdiscs reads the tbf
-// counters, SetLink takes a rail down and up, Subflows reads the subflows
-// of an MPTCP connection.
+// Load runs a competing TCP stream over one rail (LoadIperf the same with
+// iperf3, LoadWith either), Qdiscs reads the tbf counters, SetLink takes a
+// rail down and up, Subflows reads the subflows of an MPTCP connection.
 //
 // What the caller must do:
 //

@@ -2,6 +2,7 @@
 # Install what `multirail lab` needs on Debian/Ubuntu, when it is missing:
 #   iproute2 (ip, tc)   namespaces, veths, tbf, MPTCP endpoints  (required)
 #   ethtool             offloads off on the rails                 (required unless --offloads)
+#   iperf3              the competing stream of lab bench and lab load (else the Go stream)
 #   openmpi-bin, libopenmpi-dev (mpirun, mpicc)                   (lab bench's openmpi-* systems)
 # Idempotent: quiet and quick when everything is there. Run as root.
 set -eu
@@ -13,6 +14,7 @@ need() { # need COMMAND PACKAGE
 need ip iproute2
 need tc iproute2
 need ethtool ethtool
+need iperf3 iperf3
 need mpirun openmpi-bin
 need mpicc libopenmpi-dev
 

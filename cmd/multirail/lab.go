@@ -261,6 +261,7 @@ func newLabLoad(g *globals) *cobra.Command {
 		rail     int
 		duration time.Duration
 		jsonOut  bool
+		tool     string
 	)
 	cmd := &cobra.Command{
 		Use:   "load",
@@ -269,6 +270,9 @@ func newLabLoad(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if duration < 100*time.Millisecond || duration > 24*time.Hour {
 				return usagef("--duration %v is out of range: allowed 100ms..24h", duration)
+			}
+			if tool != "" && tool != lab.ToolIperf3 && tool != lab.ToolGo {
+				return usagef("--tool %q: unknown tool (allowed: %s)", tool, strings.Join(lab.Tools(), ", "))
 			}
 			if err := needRoot("load"); err != nil {
 				return err
@@ -282,11 +286,17 @@ func newLabLoad(g *globals) *cobra.Command {
 			}
 			ctx, stop := labSignals(cmd.Context())
 			defer stop()
-			s, err := l.Load(ctx, rail, 0, duration)
+			tool, note, err := lab.ChooseTool(tool, lab.Iperf3Available())
+			if err != nil {
+				return fmt.Errorf("--tool iperf3 cannot run here: %v", err)
+			} else if note != "" {
+				fmt.Fprintf(g.stderr, "multirail: %s\n", note)
+			}
+			s, err := l.LoadWith(ctx, tool, rail, 0, duration)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stderr, "multirail: TCP stream %s -> %s on %s for %v\n", l.RailIP(0, rail), l.RailIP(1, rail), lab.RailDev(rail), duration)
+			fmt.Fprintf(g.stderr, "multirail: TCP stream (%s) %s -> %s on %s for %v\n", tool, l.RailIP(0, rail), l.RailIP(1, rail), lab.RailDev(rail), duration)
 			res, err := s.Wait() // Ctrl-C ends it early through ctx
 			if err != nil {
 				return err
@@ -294,7 +304,7 @@ func newLabLoad(g *globals) *cobra.Command {
 			if jsonOut {
 				return writeJSON(g.stdout, map[string]any{
 					"rail": rail, "rate_bps": l.Rate(rail), "duration_s": res.Duration.Seconds(), "bytes": res.Bytes,
-					"goodput_bps": res.GoodputBps, "ceiling_bps": lab.GoodputCeiling(l.Rate(rail)),
+					"goodput_bps": res.GoodputBps, "ceiling_bps": lab.GoodputCeiling(l.Rate(rail)), "tool": tool,
 				})
 			}
 			fmt.Fprintf(g.stdout, "%s: %s Mbit/s over %v (%d bytes; rail rate %s, TCP ceiling %s Mbit/s)\n",
@@ -308,6 +318,7 @@ func newLabLoad(g *globals) *cobra.Command {
 	fl.IntVar(&rail, "rail", 0, "rail to load")
 	fl.DurationVar(&duration, "duration", 10*time.Second, "how long the stream sends")
 	fl.BoolVar(&jsonOut, "json", false, "print one JSON object on stdout")
+	fl.StringVar(&tool, "tool", "", "what makes the stream: iperf3 or go (default: iperf3 when it is on PATH, else go)")
 	return cmd
 }
 

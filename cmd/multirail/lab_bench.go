@@ -26,6 +26,7 @@ import (
 
 type labBenchFlags struct {
 	rates, sizes, systems, sched, prefix, cc, out string
+	competitor                                    string
 	duration                                      time.Duration
 	json, quiet                                   bool
 	// The collective bench (--hosts > 2 or --tests).
@@ -64,7 +65,22 @@ func labSystems(systemsFlag, schedFlag string, mpiErr error) ([]string, []labben
 	return systems, skipped, nil
 }
 
-func (f *labBenchFlags) plan(mpiErr error) (labbench.Plan, error) {
+// competitor checks --competitor ("" is the default: iperf3 when it is on
+// PATH, else the Go stream) against iperfErr (lab.Iperf3Available's
+// answer): an unknown value is a usage error, iperf3 asked for when it is
+// missing an error.
+func competitor(flag string, iperfErr error) (tool, note string, err error) {
+	if flag != "" && !slices.Contains(lab.Tools(), flag) {
+		return "", "", usagef("--competitor %q: unknown competitor (allowed: %s)", flag, strings.Join(lab.Tools(), ", "))
+	}
+	tool, note, err = lab.ChooseTool(flag, iperfErr)
+	if err != nil {
+		return "", "", fmt.Errorf("--competitor %s cannot run here: %v", flag, err)
+	}
+	return tool, note, nil
+}
+
+func (f *labBenchFlags) plan(mpiErr, iperfErr error) (labbench.Plan, error) {
 	var p labbench.Plan
 	var err error
 	if p.Rates, err = parseRates(f.rates); err != nil {
@@ -86,6 +102,9 @@ func (f *labBenchFlags) plan(mpiErr error) (labbench.Plan, error) {
 		return p, usagef("--duration %v: allowed multiples of %v", f.duration, labbench.Bucket)
 	}
 	p.Duration = f.duration
+	if p.Competitor, p.CompetitorNote, err = competitor(f.competitor, iperfErr); err != nil {
+		return p, err
+	}
 	p.Lab = lab.Config{Rates: p.Rates, Prefix: f.prefix, CC: f.cc}
 	if _, err := p.Lab.Normalized(); err != nil {
 		return p, usageError{labFlagError(err)}
@@ -115,7 +134,8 @@ func newLabBench(g *globals) *cobra.Command {
                     is given the true rail rates; the others nothing)
 
 Each run lasts --duration; a competing TCP stream starts on rail0 (the
-fastest rail) at half time. Goodput is measured at the receiver in 250 ms
+fastest rail) at half time: iperf3 (--competitor iperf3, the default when
+iperf3 is on PATH) or a Go stream (--competitor go, the fallback). Goodput is measured at the receiver in 250 ms
 buckets: "static" is the mean over [1s, T/2), "dynamic" over [T/2+1s, T).
 --out DIR writes results.json (with the time series) and one PNG per size.
 
@@ -156,7 +176,7 @@ medians with the range of the bus bandwidth. --json prints {"hosts",
 			if cmd.Flags().Changed("rounds") || cmd.Flags().Changed("iters") || cmd.Flags().Changed("warmup") {
 				return usagef("--rounds, --iters and --warmup apply to the collective bench only (--hosts > 2 or --tests)")
 			}
-			p, err := f.plan(mpiErr)
+			p, err := f.plan(mpiErr, lab.Iperf3Available())
 			if err != nil {
 				return err
 			}
@@ -175,6 +195,7 @@ medians with the range of the bus bandwidth. --json prints {"hosts",
 	fl.StringVar(&f.prefix, "prefix", labbench.DefaultPrefix, "namespace prefix of the bench's own lab")
 	fl.StringVar(&f.cc, "cc", lab.DefaultCC, "TCP congestion control in both namespaces")
 	fl.StringVar(&f.out, "out", "", "write results.json and PNG plots into this new or empty folder")
+	fl.StringVar(&f.competitor, "competitor", "", "what makes the competing stream on rail0: iperf3 or go (default: iperf3 when it is on PATH, else go)")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object on stdout")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr")
 	fl.IntVar(&f.hosts, "hosts", lab.MinHosts, fmt.Sprintf("hosts of the lab, %d..%d; more than 2 runs the collective bench", lab.MinHosts, lab.MaxHosts))
@@ -206,6 +227,9 @@ func runLabBench(ctx context.Context, g *globals, f *labBenchFlags, p labbench.P
 	}
 	for _, s := range p.Skipped {
 		fmt.Fprintf(g.stderr, "multirail: lab bench: skipping %s: %s\n", s.System, s.Reason)
+	}
+	if p.CompetitorNote != "" {
+		fmt.Fprintf(g.stderr, "multirail: lab bench: %s\n", p.CompetitorNote)
 	}
 	o := labbench.Options{Plan: p, Exe: exe, Logger: g.logger()}
 	if g.verbose {
@@ -270,6 +294,17 @@ func runLabBench(ctx context.Context, g *globals, f *labBenchFlags, p labbench.P
 	return nil
 }
 
+// competitorName names the competing stream for the table and plots.
+func competitorName(tool string) string {
+	switch tool {
+	case lab.ToolIperf3:
+		return "TCP (iperf3)"
+	case lab.ToolGo:
+		return "TCP (Go stream)"
+	}
+	return "TCP"
+}
+
 func ratesString(rates []float64) string {
 	var s []string
 	for _, r := range rates {
@@ -290,6 +325,12 @@ func join(a, b string) string {
 func printLabTable(w io.Writer, rep labbench.Report) {
 	fmt.Fprintf(w, "rails %s, %s, %gs per run; ceiling %s Mbit/s (sum of rates x 1448/1514); fair share once the competing stream has half of rail0: %s Mbit/s\n",
 		ratesString(rep.RatesBps), rep.CC, rep.DurationS, mbit(rep.CeilingBps), mbit(rep.DynamicFairBps))
+	if rep.Competitor != "" {
+		fmt.Fprintf(w, "competing stream: %s on rail0 from half time on\n", competitorName(rep.Competitor))
+	}
+	if rep.CompetitorNote != "" {
+		fmt.Fprintf(w, "note: %s\n", rep.CompetitorNote)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "system\tsize\tstatic Mbit/s\t% ceiling\tper rail\tCPU s/GB\tdynamic Mbit/s\t% fair\tper rail\tcompeting Mbit/s\tnote")
 	byKey := map[string]labbench.Result{}
@@ -408,7 +449,7 @@ func writeLabOut(dir string, rep labbench.Report) error {
 			if s.Size != size || len(s.Total) == 0 {
 				continue
 			}
-			pan := goodputPanel{Title: s.System, End: end, Marker: end / 2, MarkerLabel: "competing TCP on rail0"}
+			pan := goodputPanel{Title: s.System, End: end, Marker: end / 2, MarkerLabel: "competing " + competitorName(rep.Competitor) + " on rail0"}
 			for i := range s.Total {
 				pan.T = append(pan.T, (float64(i)+0.5)*s.BucketS)
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -57,6 +58,9 @@ func TestLabUsageErrors(t *testing.T) {
 		{[]string{"lab", "bench", "--sched", "fastest"}, `--sched "fastest": unknown scheduler`},
 		{[]string{"lab", "bench", "--systems", "multirail-fastest"}, "unknown system"},
 		{[]string{"lab", "bench", "--rates", "100mbit,x"}, `--rates: "x"`},
+		{[]string{"lab", "bench", "--competitor", "netperf"}, `multirail: --competitor "netperf": unknown competitor (allowed: iperf3, go)`},
+		{[]string{"lab", "bench", "--competitor", "Iperf3"}, `--competitor "Iperf3": unknown competitor`},
+		{[]string{"lab", "load", "--tool", "iperf2"}, `multirail: --tool "iperf2": unknown tool (allowed: iperf3, go)`},
 		{[]string{"lab", "nope"}, "unknown command"},
 		{[]string{"lab", "up", "--hosts", "9"}, "--hosts = 9 is out of range: allowed 2..8"},
 		{[]string{"lab", "bench", "--hosts", "1"}, "--hosts = 1 is out of range"},
@@ -123,6 +127,43 @@ func TestLabSystems(t *testing.T) {
 	}
 }
 
+// TestLabCompetitor: --competitor's default is iperf3 when it is there and
+// the Go stream with a note when not; iperf3 named when it is missing is
+// an error (not a usage error).
+func TestLabCompetitor(t *testing.T) {
+	missing := fmt.Errorf("%w in PATH (/nowhere): install it", lab.ErrNoIperf3)
+	for _, tc := range []struct {
+		flag       string
+		iperfErr   error
+		tool, note string
+		err        string
+		usage      bool
+	}{
+		{"", nil, "iperf3", "", "", false},
+		{"", missing, "go", "the competing stream is the Go stream: lab: iperf3 not found in PATH (/nowhere): install it", "", false},
+		{"iperf3", nil, "iperf3", "", "", false},
+		{"go", missing, "go", "", "", false},
+		{"iperf3", missing, "", "", "--competitor iperf3 cannot run here: lab: iperf3 not found in PATH", false},
+		{"tcp", nil, "", "", `--competitor "tcp": unknown competitor (allowed: iperf3, go)`, true},
+	} {
+		tool, note, err := competitor(tc.flag, tc.iperfErr)
+		var ue usageError
+		if tool != tc.tool || note != tc.note || (err == nil) != (tc.err == "") || (err != nil && (!strings.HasPrefix(err.Error(), tc.err) || errors.As(err, &ue) != tc.usage)) {
+			t.Errorf("%q (iperf3: %v): %q, %q, %v; want %q, %q, %q (usage error: %v)", tc.flag, tc.iperfErr, tool, note, err, tc.tool, tc.note, tc.err, tc.usage)
+		}
+	}
+	// The plan carries it.
+	f := &labBenchFlags{rates: "100mbit", sizes: "65536", systems: "tcp-per-rail", sched: "all", prefix: "mrb", cc: "cubic", duration: 4 * time.Second, competitor: ""}
+	p, err := f.plan(nil, missing)
+	if err != nil || p.Competitor != "go" || !strings.Contains(p.CompetitorNote, "iperf3 not found") {
+		t.Errorf("plan without iperf3: %+v, %v", p, err)
+	}
+	f.competitor = "iperf3"
+	if _, err := f.plan(nil, missing); err == nil || !strings.Contains(err.Error(), "--competitor iperf3 cannot run here") {
+		t.Errorf("plan asking for a missing iperf3: %v", err)
+	}
+}
+
 func TestLabRshUsage(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -171,7 +212,8 @@ func fakeRun(system string) labbench.Run {
 }
 
 func TestLabTable(t *testing.T) {
-	p := labbench.Plan{Rates: []float64{200e6, 100e6}, Sizes: []int{1 << 20}, Systems: []string{"multirail-weighted", "mptcp"}, Duration: 8 * time.Second}
+	p := labbench.Plan{Rates: []float64{200e6, 100e6}, Sizes: []int{1 << 20}, Systems: []string{"multirail-weighted", "mptcp"}, Duration: 8 * time.Second,
+		Competitor: lab.ToolIperf3}
 	rep := labbench.NewReport(p, "cubic")
 	rep.Add(fakeRun("multirail-weighted"), nil)
 	mp := fakeRun("mptcp")
@@ -193,10 +235,21 @@ func TestLabTable(t *testing.T) {
 	printLabTable(&tab, rep)
 	out := tab.String()
 	for _, want := range []string{"static Mbit/s", "CPU s/GB", "multirail-weighted", "200.0", "150.0", "100/100", "50/100", "FAILED: mpirun", "best multirail static multirail-weighted 200.0", "vs mptcp 150.0",
-		"ceiling 286.9 Mbit/s (sum of rates x 1448/1514)", "given the true rail rates", "MPTCP, 2 subflows"} {
+		"ceiling 286.9 Mbit/s (sum of rates x 1448/1514)", "given the true rail rates", "MPTCP, 2 subflows",
+		"competing stream: TCP (iperf3) on rail0 from half time on"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+	if back.Competitor != "iperf3" || !strings.Contains(buf.String(), `"competitor": "iperf3"`) {
+		t.Errorf("JSON competitor %q: %s", back.Competitor, buf.String()[:200])
+	}
+	// A fallback says so.
+	p.Competitor, p.CompetitorNote = lab.ToolGo, "the competing stream is the Go stream: lab: iperf3 not found in PATH"
+	tab.Reset()
+	printLabTable(&tab, labbench.NewReport(p, "cubic"))
+	if out := tab.String(); !strings.Contains(out, "competing stream: TCP (Go stream) on rail0") || !strings.Contains(out, "note: the competing stream is the Go stream: lab: iperf3 not found") {
+		t.Errorf("table of a fallback:\n%s", out)
 	}
 }
 

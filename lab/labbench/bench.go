@@ -77,6 +77,9 @@ func New(ctx context.Context, o Options) (*Bench, error) {
 	if strings.ContainsAny(o.Exe, " \t\n'\"") {
 		return nil, fmt.Errorf("lab bench: this program's path %q has spaces or quotes; Open MPI's rsh agent cannot carry it", o.Exe)
 	}
+	if err := o.Plan.ChooseCompetitor(); err != nil {
+		return nil, err
+	}
 	b := &Bench{o: o}
 	for _, s := range o.Plan.Systems {
 		if !IsMPI(s) {
@@ -125,7 +128,7 @@ func (b *Bench) Down() error {
 func (b *Bench) RunAll(ctx context.Context, h Hooks) (Report, error) {
 	p := b.o.Plan
 	rep := NewReport(p, b.lab.Config().CC)
-	env := &Env{Lab: b.lab, Rates: p.Rates, Duration: p.Duration, Exe: b.o.Exe, MPIProgram: b.mrbw, AgentStderr: b.o.AgentStderr}
+	env := &Env{Lab: b.lab, Rates: p.Rates, Duration: p.Duration, Exe: b.o.Exe, MPIProgram: b.mrbw, AgentStderr: b.o.AgentStderr, Competitor: p.Competitor}
 	var failed []string
 	n := 0
 	for _, size := range p.Sizes {
@@ -213,11 +216,21 @@ func sampleCPU(d time.Duration) (stop func() []lab.CPUSample) {
 	})
 }
 
+// Competitor returns the plan's competitor once New has resolved it.
+func (b *Bench) Competitor() (tool, note string) {
+	return b.o.Plan.Competitor, b.o.Plan.CompetitorNote
+}
+
 // startLoad starts the competing stream on rail0 for the second half of
-// the run that starts at epoch.
+// the run that starts at epoch, made by env.Competitor (the Go stream if
+// unset).
 func startLoad(ctx context.Context, env *Env, epoch time.Time) (*lab.LoadStream, error) {
 	half := env.Duration / 2
-	return env.Lab.Load(ctx, 0, max(time.Until(epoch.Add(half)), 0), env.Duration-half)
+	tool := env.Competitor
+	if tool == "" {
+		tool = lab.ToolGo
+	}
+	return env.Lab.LoadWith(ctx, tool, 0, max(time.Until(epoch.Add(half)), 0), env.Duration-half)
 }
 
 // tail keeps the last bytes written to it (a process's stderr).

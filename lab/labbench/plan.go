@@ -1,6 +1,7 @@
 package labbench
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/multirail/multirail/lab"
@@ -42,6 +43,26 @@ type Plan struct {
 	Duration time.Duration
 	// Lab configures the bench's own lab (Rates are taken from the plan).
 	Lab lab.Config
+	// Competitor is what makes the competing stream on rail0: lab.ToolIperf3
+	// (iperf3) or lab.ToolGo (the Go stream of lab.Load); "" is iperf3 when
+	// it is on PATH, else the Go stream (see ChooseCompetitor).
+	// CompetitorNote says why the competitor is not iperf3 when it fell back
+	// ("" otherwise); the report carries it.
+	Competitor     string
+	CompetitorNote string
+}
+
+// ChooseCompetitor resolves p.Competitor: "" becomes iperf3 when it is on
+// PATH (lab.Iperf3Available), else the Go stream with a note saying why;
+// iperf3 asked for by name when it is missing is an error (wrapping
+// lab.ErrNoIperf3), as is an unknown name.
+func (p *Plan) ChooseCompetitor() error {
+	tool, note, err := lab.ChooseTool(p.Competitor, lab.Iperf3Available())
+	if err != nil {
+		return fmt.Errorf("lab bench: competing stream: %w", err)
+	}
+	p.Competitor, p.CompetitorNote = tool, join(p.CompetitorNote, note)
+	return nil
 }
 
 // Runs is the number of runs: every system at every size.

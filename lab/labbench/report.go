@@ -53,10 +53,14 @@ type Report struct {
 	RatesBps   []float64 `json:"rates_bps"`
 	// DynamicFairBps is the goodput left for the system once the
 	// competing stream has its fair half of rail0.
-	DynamicFairBps float64  `json:"dynamic_fair_bps"`
-	DurationS      float64  `json:"duration_s"`
-	BucketS        float64  `json:"bucket_s"`
-	CC             string   `json:"cc"`
+	DynamicFairBps float64 `json:"dynamic_fair_bps"`
+	DurationS      float64 `json:"duration_s"`
+	BucketS        float64 `json:"bucket_s"`
+	CC             string  `json:"cc"`
+	// Competitor is what made the competing stream: "iperf3" or "go";
+	// CompetitorNote says why it fell back to the Go stream, if it did.
+	Competitor     string   `json:"competitor"`
+	CompetitorNote string   `json:"competitor_note,omitempty"`
 	Sizes          []int    `json:"sizes"`
 	Systems        []string `json:"systems"`
 	Skipped        []Skip   `json:"skipped"`
@@ -103,6 +107,7 @@ func NewReport(p Plan, cc string) Report {
 		CeilingBps: lab.GoodputCeiling(sum), RatesBps: p.Rates,
 		DynamicFairBps: lab.GoodputCeiling(sum - p.Rates[0]/2),
 		DurationS:      p.Duration.Seconds(), BucketS: Bucket.Seconds(), CC: cc,
+		Competitor: p.Competitor, CompetitorNote: p.CompetitorNote,
 		Sizes: p.Sizes, Systems: p.Systems, Skipped: append([]Skip{}, p.Skipped...),
 		duration: p.Duration,
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -47,7 +48,8 @@ func fakeRun(system string) Run {
 }
 
 func TestReport(t *testing.T) {
-	p := Plan{Rates: []float64{200e6, 100e6}, Sizes: []int{1 << 20}, Systems: []string{"multirail-weighted", "mptcp"}, Duration: 8 * time.Second}
+	p := Plan{Rates: []float64{200e6, 100e6}, Sizes: []int{1 << 20}, Systems: []string{"multirail-weighted", "mptcp"}, Duration: 8 * time.Second,
+		Competitor: lab.ToolIperf3}
 	rep := NewReport(p, "cubic")
 	rep.Add(fakeRun("multirail-weighted"), nil)
 	mp := fakeRun("mptcp")
@@ -97,6 +99,12 @@ func TestReport(t *testing.T) {
 			t.Errorf("JSON lacks %q", k)
 		}
 	}
+	if obj["competitor"] != "iperf3" {
+		t.Errorf("JSON competitor: %v", obj["competitor"])
+	}
+	if _, ok := obj["competitor_note"]; ok {
+		t.Errorf("JSON has a competitor_note without a fallback: %v", obj["competitor_note"])
+	}
 	r0 := obj["results"].([]any)[0].(map[string]any)
 	for _, k := range []string{"system", "phase", "size", "goodput_bps"} {
 		if _, ok := r0[k]; !ok {
@@ -105,6 +113,53 @@ func TestReport(t *testing.T) {
 	}
 	if strings.Contains(string(b), "duration\"") {
 		t.Errorf("an unexported field leaked into the JSON: %s", b)
+	}
+}
+
+// TestChooseCompetitor: iperf3 when asked for or by default when it is on
+// PATH; the Go stream when asked for, or with a note when iperf3 is
+// missing; iperf3 asked for when missing and unknown names are errors.
+func TestChooseCompetitor(t *testing.T) {
+	_, lookErr := exec.LookPath("iperf3")
+	for _, asked := range []string{"", "iperf3", "go", "netperf"} {
+		p := Plan{Competitor: asked}
+		err := p.ChooseCompetitor()
+		switch {
+		case asked == "netperf":
+			if err == nil || !strings.Contains(err.Error(), `tool "netperf": allowed iperf3, go`) {
+				t.Errorf("netperf: %v", err)
+			}
+		case asked == "go":
+			if err != nil || p.Competitor != "go" || p.CompetitorNote != "" {
+				t.Errorf("go: %+v, %v", p, err)
+			}
+		case lookErr == nil:
+			if err != nil || p.Competitor != "iperf3" || p.CompetitorNote != "" {
+				t.Errorf("%q with iperf3 on PATH: %+v, %v", asked, p, err)
+			}
+		case asked == "":
+			if err != nil || p.Competitor != "go" || !strings.Contains(p.CompetitorNote, "iperf3 not found") {
+				t.Errorf("default without iperf3: %+v, %v", p, err)
+			}
+		default:
+			if !errors.Is(err, lab.ErrNoIperf3) {
+				t.Errorf("iperf3 asked for while missing: %v", err)
+			}
+		}
+	}
+	// Without iperf3 on PATH (an empty PATH), the default falls back.
+	t.Setenv("PATH", t.TempDir())
+	p := Plan{}
+	if err := p.ChooseCompetitor(); err != nil || p.Competitor != "go" || !strings.Contains(p.CompetitorNote, "the competing stream is the Go stream: lab: iperf3 not found in PATH") {
+		t.Errorf("default without iperf3: %+v, %v", p, err)
+	}
+	rep := NewReport(Plan{Rates: []float64{1e8}, Competitor: p.Competitor, CompetitorNote: p.CompetitorNote}, "cubic")
+	if b, _ := json.Marshal(rep); !strings.Contains(string(b), `"competitor":"go","competitor_note":"the competing stream is the Go stream`) {
+		t.Errorf("JSON of a fallback: %s", b)
+	}
+	p = Plan{Competitor: "iperf3"}
+	if err := p.ChooseCompetitor(); !errors.Is(err, lab.ErrNoIperf3) || !strings.Contains(err.Error(), "lab bench: competing stream: lab: iperf3 not found in PATH") {
+		t.Errorf("iperf3 asked for while missing: %v", err)
 	}
 }
 

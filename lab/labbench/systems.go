@@ -152,6 +152,9 @@ type Env struct {
 	// AgentStderr, when set, gets a copy of what the processes a run
 	// starts write on stderr.
 	AgentStderr io.Writer
+	// Competitor makes the competing stream: lab.ToolIperf3 or lab.ToolGo
+	// ("" is the Go stream).
+	Competitor string
 }
 
 // A System is one contender of the bench.
