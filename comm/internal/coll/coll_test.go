@@ -153,3 +153,38 @@ func TestLarge(t *testing.T) {
 		}
 	}
 }
+
+// TestRingPipelined runs the ring algorithms on vectors whose blocks are
+// cut into several pieces of uneven length (ringPipe), on rank counts
+// with uneven blocks, with misaligned buffers and with sends that return
+// only once received.
+func TestRingPipelined(t *testing.T) {
+	t.Parallel()
+	for _, c := range []Collective{CollAllreduce, CollReduceScatter, CollAllgather, CollBcast} {
+		algo := Ring
+		if c == CollBcast {
+			algo = ScatterAllgather // a binomial scatter, then the ring allgather
+		}
+		for _, n := range []int{2, 3, 5} {
+			// About 2.3 pieces per block of 8-byte elements (for
+			// allgather the count is each rank's block).
+			count := (RingPiece*23/10/8)*n + 5
+			if c == CollAllgather {
+				count = RingPiece*23/10/8 + 5
+			}
+			for i, typ := range []string{"float64", "int64"} {
+				s := spec{c: c, algo: algo, n: n, count: count, root: n - 1, op: Op(i), typ: typ,
+					opts: meshOpts{failRank: -1, misalign: i == 0, rendezvous: i == 1}, seed: uint64(n)}
+				t.Run(s.String(), func(t *testing.T) {
+					t.Parallel()
+					if m := ringPieces(count/n, 8); c != CollAllgather && m < 2 {
+						t.Fatalf("blocks of %d elements make %d piece(s); want several", count/n, m)
+					}
+					if err := runSpec(s); err != nil {
+						t.Fatal(err)
+					}
+				})
+			}
+		}
+	}
+}

@@ -1,5 +1,7 @@
 package coll
 
+import "context"
+
 // Building blocks shared by several algorithms. Each takes the step
 // numbers it may use as a base and documents how many it uses.
 
@@ -146,32 +148,107 @@ func foldOut[T Number](x *xfer[T], f fold, r int, v []T) error {
 // ringReduceScatter reduces acc around the ring of virtual ranks 0..n-1
 // (this rank is vr, virtual rank v is real rank abs(v)): afterwards
 // acc[bounds[vr]:bounds[vr+1]] holds the reduction of every rank's block
-// vr. Steps base..base+n-2.
+// vr. Pipelined (see ringPipe); steps from base on.
 func ringReduceScatter[T Number](x *xfer[T], vr, n int, abs func(int) int, acc []T, bounds []int, base int) error {
-	next, prev := abs(mod(vr+1, n)), abs(mod(vr-1, n))
-	for s := range n - 1 {
-		sb, rb := mod(vr-s-1, n), mod(vr-s-2, n)
-		if err := x.sendRecvReduce(next, base+s, acc[bounds[sb]:bounds[sb+1]],
-			prev, base+s, acc[bounds[rb]:bounds[rb+1]]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return ringPipe(x, vr, n, abs, acc, bounds, base, 0, n-1)
 }
 
 // ringAllgather circulates the blocks around the ring of virtual ranks
 // 0..n-1: acc[bounds[vr]:bounds[vr+1]] holds this rank's block; afterwards
-// acc holds every rank's. Steps base..base+n-2.
+// acc holds every rank's. Pipelined (see ringPipe); steps from base on.
 func ringAllgather[T Number](x *xfer[T], vr, n int, abs func(int) int, acc []T, bounds []int, base int) error {
-	next, prev := abs(mod(vr+1, n)), abs(mod(vr-1, n))
-	for s := range n - 1 {
-		sb, rb := mod(vr-s, n), mod(vr-s-1, n)
-		if err := x.sendRecv(next, base+s, acc[bounds[sb]:bounds[sb+1]],
-			prev, base+s, acc[bounds[rb]:bounds[rb+1]]); err != nil {
-			return err
-		}
+	return ringPipe(x, vr, n, abs, acc, bounds, base, n-1, 2*(n-1))
+}
+
+// RingPiece is the size in bytes of the pieces ringPipe cuts each block
+// into (fewer when the block is smaller): large enough that a piece's
+// per-message cost is small against its time on the rails (a few
+// milliseconds at hundreds of Mbit/s), small enough that a block's pieces
+// overlap their stages.
+const RingPiece = 256 << 10
+
+// ringPieces is how many pieces ringPipe cuts blocks of at most maxElems
+// elements of size elem into: ceil(maxElems*elem / RingPiece), at least 1.
+func ringPieces(maxElems, elem int) int {
+	return max(1, (maxElems*elem+RingPiece-1)/RingPiece)
+}
+
+// ringPipe runs stages from..to-1 of the ring allreduce over the virtual
+// ranks 0..n-1 (this rank is vr; virtual v is real rank abs(v)) on acc,
+// cut into blocks at bounds: stages 0..n-2 are the reduce-scatter (in
+// stage g a rank sends block vr-g-1 to the next rank and reduces block
+// vr-g-2 from the previous one into acc), stages n-1..2n-3 the allgather
+// (stage n-1+t: send block vr-t, receive block vr-t-1 into acc). What a
+// rank receives in stage g is what it sends in stage g+1.
+//
+// Pipelined: every block is cut into the same number m of pieces
+// (ringPieces), and a piece goes on to the next rank as soon as it has
+// arrived and been reduced, while the rest of its stage is still on the
+// way and without waiting for earlier sends to be acknowledged (each send
+// runs in a goroutine of its own). Piece c of stage g is step
+// base + (g-from)*m + c. A piece in acc is written again only n-1 stages
+// after it was sent, which needs the next rank to have received it first:
+// no send can read a piece while it is being overwritten.
+func ringPipe[T Number](x *xfer[T], vr, n int, abs func(int) int, acc []T, bounds []int, base, from, to int) error {
+	if n < 2 || from >= to {
+		return nil
 	}
-	return nil
+	next, prev := abs(mod(vr+1, n)), abs(mod(vr-1, n))
+	maxElems := 0
+	for b := 0; b < n; b++ {
+		maxElems = max(maxElems, bounds[b+1]-bounds[b])
+	}
+	m := ringPieces(maxElems, elemSize[T]())
+	piece := func(b, c int) []T {
+		lo, size := bounds[b], bounds[b+1]-bounds[b]
+		return acc[lo+c*size/m : lo+(c+1)*size/m]
+	}
+	sendBlock := func(g int) int {
+		if g < n-1 {
+			return mod(vr-g-1, n)
+		}
+		return mod(vr-(g-(n-1)), n)
+	}
+	recvBlock := func(g int) int { return sendBlock(g + 1) }
+	step := func(g, c int) int { return base + (g-from)*m + c }
+	grp := newGroup(x.ctx)
+	send := func(g, c int) {
+		b, st := asBytes(piece(sendBlock(g), c)), step(g, c)
+		grp.spawn(func(ctx context.Context) error {
+			if err := x.t.Send(ctx, next, st, b); err != nil {
+				return sendErr(next, st, err)
+			}
+			return nil
+		})
+	}
+	for c := 0; c < m; c++ {
+		send(from, c)
+	}
+	grp.do(func(ctx context.Context) error {
+		for g := from; g < to; g++ {
+			for c := 0; c < m; c++ {
+				st := step(g, c)
+				b, err := x.t.Recv(ctx, prev, st)
+				if err != nil {
+					return recvErr(prev, st, err)
+				}
+				v := piece(recvBlock(g), c)
+				if err := x.checkLen(prev, st, b, len(v)); err != nil {
+					return err
+				}
+				if g < n-1 {
+					x.reduceBytes(v, b)
+				} else {
+					decode(v, b)
+				}
+				if g+1 < to {
+					send(g+1, c)
+				}
+			}
+		}
+		return nil
+	})
+	return grp.wait()
 }
 
 // subtree returns the span of virtual rank v's binomial subtree: the

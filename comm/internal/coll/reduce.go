@@ -154,11 +154,9 @@ func Allreduce[T Number](ctx context.Context, t Transport, buf []T, op Op, algo 
 	case Rabenseifner:
 		err = allreduceRabenseifner(x, f, buf)
 	case Ring:
-		bounds := evenBounds(len(buf), n)
-		id := func(v int) int { return v }
-		if err = ringReduceScatter(x, r, n, id, buf, bounds, 0); err == nil {
-			err = ringAllgather(x, r, n, id, buf, bounds, n-1)
-		}
+		// Both halves in one pipeline: a piece reduced last goes round
+		// again at once.
+		err = ringPipe(x, r, n, func(v int) int { return v }, buf, evenBounds(len(buf), n), 0, 0, 2*(n-1))
 	}
 	return wrap(CollAllreduce, a, err)
 }
