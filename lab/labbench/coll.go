@@ -228,7 +228,7 @@ func collNotes(p CollPlan) []string {
 		case s == OpenMPIWeighted:
 			notes = append(notes, s+": as openmpi-default with btl_tcp_bandwidth_railN set to the rails' rates")
 		default:
-			notes = append(notes, s+": `multirail osu` under the same mpirun and rsh agent, rails found from the hosts' NICs with MULTIRAIL_IFNAME=rail, MULTIRAIL_SCHED="+strings.TrimPrefix(s, MultirailPrefix))
+			notes = append(notes, s+": `multirail osu` under the same mpirun and rsh agent, rails found from the hosts' NICs with MULTIRAIL_IFNAME=rail, MULTIRAIL_SCHED="+strings.TrimPrefix(s, MultirailPrefix)+", GOMAXPROCS=1 (the ranks share the machine's cores)")
 		}
 	}
 	return notes
@@ -335,7 +335,12 @@ func runMultirailOSU(ctx context.Context, o CollOptions, l *lab.Lab, token strin
 	// the last one in TIME_WAIT.
 	port := rdzvPort + n%400
 	for _, kv := range []string{"MULTIRAIL_IFNAME=rail", "MULTIRAIL_RDZV=tcp://" + hosts[0] + ":" + strconv.Itoa(port),
-		"MULTIRAIL_TOKEN=" + token, "MULTIRAIL_SCHED=" + scheduler} {
+		"MULTIRAIL_TOKEN=" + token, "MULTIRAIL_SCHED=" + scheduler,
+		// The hosts share this machine's cores, as Open MPI is told with
+		// mpi_yield_when_idle: one thread runs Go code per rank, so that a
+		// message handed from goroutine to goroutine does not wake a
+		// thread of its own (a context switch, costly in this VM).
+		"GOMAXPROCS=1"} {
 		argv = append(argv, "-x", kv)
 	}
 	sizes := make([]string, len(o.Plan.Sizes))
