@@ -2,6 +2,8 @@ package lab
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -45,6 +47,19 @@ func TestClusterUpDown(t *testing.T) {
 		if n := strings.Count(string(out), "\n"); n != 4 {
 			t.Errorf("%s has %d ports, want 4:\n%s", Bridge(k), n, out)
 		}
+	}
+	// The switch does not run bridged frames through iptables.
+	if err := l.Run(Switch, func() error {
+		b, err := os.ReadFile("/proc/sys/net/bridge/bridge-nf-call-iptables")
+		if errors.Is(err, os.ErrNotExist) {
+			return nil // no br_netfilter in this kernel
+		}
+		if err == nil && strings.TrimSpace(string(b)) != "0" {
+			err = fmt.Errorf("bridge-nf-call-iptables = %s in the switch namespace, want 0", b)
+		}
+		return err
+	}); err != nil {
+		t.Error(err)
 	}
 	// tbf on every host NIC in both directions.
 	for side := Switch; side < l.Hosts(); side++ {

@@ -138,7 +138,12 @@ func (l *Lab) do(ctx context.Context, s Step) error {
 		return runCmd(ctx, s.Args...)
 	case s.Key != "":
 		path := filepath.Join("/proc/sys", strings.ReplaceAll(s.Key, ".", "/"))
-		err := l.Run(s.Side, func() error { return os.WriteFile(path, []byte(s.Value), 0o644) })
+		err := l.Run(s.Side, func() error {
+			if _, err := os.Stat(path); s.IfExists && errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			return os.WriteFile(path, []byte(s.Value), 0o644)
+		})
 		if err != nil {
 			return fmt.Errorf("lab: %s: %w", s, err)
 		}
