@@ -35,10 +35,10 @@ type labBenchFlags struct {
 }
 
 // labSystems expands --systems and --sched into the systems to run, in
-// order. mpiErr says why Open MPI cannot run (nil if it can): systems
-// that "all" brings in are then skipped, systems named explicitly are an
-// error.
-func labSystems(systemsFlag, schedFlag string, mpiErr error) ([]string, []labbench.Skip, error) {
+// order. o says why Open MPI and gloo cannot run (and whether this is the
+// collective bench): systems that "all" brings in are then skipped,
+// systems named explicitly are an error.
+func labSystems(systemsFlag, schedFlag string, o labbench.ExpandOptions) ([]string, []labbench.Skip, error) {
 	var scheds []string
 	if schedFlag == "all" {
 		scheds = sched.Names()
@@ -51,7 +51,8 @@ func labSystems(systemsFlag, schedFlag string, mpiErr error) ([]string, []labben
 			scheds = append(scheds, n)
 		}
 	}
-	systems, skipped, err := labbench.Expand(strings.Split(systemsFlag, ","), scheds, mpiErr)
+	o.Scheds = scheds
+	systems, skipped, err := labbench.Expand(strings.Split(systemsFlag, ","), o)
 	var unknown *labbench.UnknownSystemError
 	var unavailable *labbench.UnavailableError
 	switch {
@@ -109,8 +110,11 @@ func (f *labBenchFlags) plan(mpiErr, iperfErr error) (labbench.Plan, error) {
 	if _, err := p.Lab.Normalized(); err != nil {
 		return p, usageError{labFlagError(err)}
 	}
-	if p.Systems, p.Skipped, err = labSystems(f.systems, f.sched, mpiErr); err != nil {
+	if p.Systems, p.Skipped, err = labSystems(f.systems, f.sched, labbench.ExpandOptions{MPI: mpiErr}); err != nil {
 		return p, err
+	}
+	if slices.Contains(p.Systems, labbench.Gloo) {
+		return p, usagef("--systems: gloo is a system of the collective bench only: run it with --hosts %d..%d or --tests", lab.MinHosts+1, lab.MaxHosts)
 	}
 	if len(p.Systems) == 0 {
 		return p, usagef("--systems %q: nothing left to run", f.systems)
@@ -122,7 +126,7 @@ func newLabBench(g *globals) *cobra.Command {
 	f := &labBenchFlags{}
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Compare multirail with TCP per rail, MPTCP and Open MPI on a lab of its own",
+		Short: "Compare multirail with TCP per rail, MPTCP, Open MPI and Gloo on a lab of its own",
 		Long: `bench builds a lab of its own (prefix mrb, so that it never touches one that
 "lab up" built), and in one run on that topology measures for every --sizes:
 
@@ -149,22 +153,34 @@ rank per host, all started by Open MPI's mpirun from host 0 with lab rsh:
                     same iterations and formulas as multirail osu), ob1 +
                     TCP BTL on the rails, mpi_yield_when_idle 1
   openmpi-weighted  the same with btl_tcp_bandwidth_railN = the rates
+  gloo              torch.distributed with the gloo backend (Debian's
+                    python3-torch; sh scripts/lab-deps.sh --torch):
+                    gloo_osu.py (the same method again) under one torchrun
+                    per host, c10d rendezvous on host 0, GLOO_SOCKET_IFNAME
+                    = every rail (one Gloo device per rail, one rail per
+                    call); reduce-scatter fails where torch's gloo has none
+                    (torch 1.13); skipped when torch is missing, unless named
   multirail-<sched> multirail osu, rails found from the hosts' NICs
                     (MULTIRAIL_IFNAME=rail), MULTIRAIL_SCHED=<sched>
 
 --rounds R repeats every run R times, systems interleaved; the table shows
 medians with the range of the bus bandwidth. --json prints {"hosts",
 "rates_bps", "ceiling_bps", "results": [{"system", "test", "size", "round",
-"avg_us", "min_us", "max_us", "busbw_bps", "mb_s", "iterations"}], ...};
+"ranks", "avg_us", "min_us", "max_us", "busbw_bps", "mb_s", "iterations"}],
+"failed": [{"system", "test", "round", "error"}], ...};
 --out DIR also writes <test>-busbw.png and <test>-latency.png.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			mpiErr := mpi.Available()
+			glooErr := func() error {
+				_, err := labbench.GlooAvailable(cmd.Context())
+				return err
+			}
 			if f.hosts < lab.MinHosts || f.hosts > lab.MaxHosts {
 				return usagef("--hosts = %d is out of range: allowed %d..%d", f.hosts, lab.MinHosts, lab.MaxHosts)
 			}
 			if collMode(f.hosts, cmd.Flags().Changed("tests")) {
-				p, err := f.collPlan(cmd.Flags().Changed, mpiErr)
+				p, err := f.collPlan(cmd.Flags().Changed, mpiErr, glooErr)
 				if err != nil {
 					return err
 				}
@@ -190,7 +206,7 @@ medians with the range of the bus bandwidth. --json prints {"hosts",
 	fl.StringVar(&f.rates, "rates", "200mbit,100mbit,50mbit", "rail rates, comma-separated, fastest first (the competing stream runs on rail0)")
 	fl.StringVar(&f.sizes, "sizes", "65536,1048576,4194304", "message sizes ("+sizeForm+"), comma-separated, 1KiB..64MiB")
 	fl.DurationVar(&f.duration, "duration", 20*time.Second, "length of each run (4s..10m, a multiple of 250ms)")
-	fl.StringVar(&f.systems, "systems", "all", "systems to run, comma-separated: all, tcp-per-rail, mptcp, openmpi, openmpi-default, openmpi-weighted, multirail, multirail-<sched>")
+	fl.StringVar(&f.systems, "systems", "all", "systems to run, comma-separated: all, tcp-per-rail, mptcp, openmpi, openmpi-default, openmpi-weighted, gloo (collective bench), multirail, multirail-<sched>")
 	fl.StringVar(&f.sched, "sched", "all", "schedulers for the multirail systems: all or comma-separated ("+strings.Join(sched.Names(), ", ")+")")
 	fl.StringVar(&f.prefix, "prefix", labbench.DefaultPrefix, "namespace prefix of the bench's own lab")
 	fl.StringVar(&f.cc, "cc", lab.DefaultCC, "TCP congestion control in both namespaces")

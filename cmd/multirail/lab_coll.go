@@ -34,8 +34,10 @@ const (
 // two hosts, or --tests given.
 func collMode(hosts int, testsSet bool) bool { return hosts > lab.MinHosts || testsSet }
 
-// collPlan validates the flags of the collective bench.
-func (f *labBenchFlags) collPlan(set func(string) bool, mpiErr error) (labbench.CollPlan, error) {
+// collPlan validates the flags of the collective bench. mpiErr says why
+// Open MPI cannot run (nil if it can); glooErr, called only when gloo is
+// among the systems, why gloo cannot.
+func (f *labBenchFlags) collPlan(set func(string) bool, mpiErr error, glooErr func() error) (labbench.CollPlan, error) {
 	var p labbench.CollPlan
 	rates, err := parseRates(f.rates)
 	if err != nil {
@@ -90,14 +92,14 @@ func (f *labBenchFlags) collPlan(set func(string) bool, mpiErr error) (labbench.
 	if !set("sched") {
 		scheds = "qlearn"
 	}
-	list, skipped, err := labSystems(systems, scheds, mpiErr)
+	list, skipped, err := labSystems(systems, scheds, labbench.ExpandOptions{MPI: mpiErr, Coll: true, Gloo: glooErr})
 	if err != nil {
 		return p, err
 	}
 	for _, s := range list {
 		if s == labbench.TCPPerRail || s == labbench.MPTCP {
 			if set("systems") && !strings.Contains(systems, labbench.GroupAll) {
-				return p, usagef("--systems: %s is not a collective system; allowed: openmpi, openmpi-default, openmpi-weighted, multirail, multirail-<sched>", s)
+				return p, usagef("--systems: %s is not a collective system; allowed: openmpi, openmpi-default, openmpi-weighted, gloo, multirail, multirail-<sched>", s)
 			}
 			continue
 		}
@@ -278,9 +280,10 @@ func printCollTable(w io.Writer, rep labbench.CollReport) {
 	}
 }
 
-// collRatios compares every multirail system with every Open MPI one at
-// the smallest size (time) and the largest (bus bandwidth, also against
-// the ceiling), medians of rounds.
+// collRatios compares every multirail system with every baseline (Open
+// MPI's and gloo) at the smallest size (time) and the largest (bus
+// bandwidth), medians of rounds; and every system but Open MPI's with the
+// ceiling at the largest size.
 func collRatios(rep labbench.CollReport, cells map[string]map[int]map[string]*collCell, test string, sizes []int) []string {
 	if len(sizes) == 0 {
 		return nil
@@ -295,8 +298,11 @@ func collRatios(rep labbench.CollReport, cells map[string]map[int]map[string]*co
 		if mc != nil && median(mc.busbw) > 0 && test != "latency" {
 			out = append(out, fmt.Sprintf("  %s at %s: busbw %.3f of the ceiling", m, units.FormatSize(int64(large)), median(mc.busbw)/rep.CeilingBps))
 		}
+		if labbench.IsBaseline(m) {
+			continue
+		}
 		for _, o := range rep.Systems {
-			if !labbench.IsMPI(o) {
+			if !labbench.IsBaseline(o) {
 				continue
 			}
 			if a, b := cells[test][small][m], cells[test][small][o]; a != nil && b != nil {

@@ -104,7 +104,7 @@ func TestLabNeedsRoot(t *testing.T) {
 // package labbench).
 func TestLabSystems(t *testing.T) {
 	noMPI := errors.New("mpi: mpicc and mpirun not found")
-	got, skipped, err := labSystems("mptcp,all", "qlearn", noMPI)
+	got, skipped, err := labSystems("mptcp,all", "qlearn", labbench.ExpandOptions{MPI: noMPI})
 	if err != nil || !slices.Equal(got, []string{"mptcp", "tcp-per-rail", "multirail-qlearn"}) || len(skipped) != 2 {
 		t.Errorf("mptcp,all/qlearn: %v %v %v", got, skipped, err)
 	}
@@ -116,10 +116,10 @@ func TestLabSystems(t *testing.T) {
 	}{
 		{"openmpi", "all", noMPI, "--systems asks for openmpi-default, which cannot run here: mpi: mpicc", false},
 		{"openmpi-weighted", "all", noMPI, "--systems asks for openmpi-weighted, which cannot run here", false},
-		{"infiniband", "all", nil, `--systems "infiniband": unknown system (allowed: all, tcp-per-rail, mptcp, openmpi, openmpi-default, openmpi-weighted, multirail, multirail-<sched> with sched one of`, true},
+		{"infiniband", "all", nil, `--systems "infiniband": unknown system (allowed: all, tcp-per-rail, mptcp, openmpi, openmpi-default, openmpi-weighted, gloo (collective bench), multirail, multirail-<sched> with sched one of`, true},
 		{"all", "best", nil, `--sched "best": unknown scheduler`, true},
 	} {
-		_, _, err := labSystems(tc.systems, tc.sched, tc.mpiErr)
+		_, _, err := labSystems(tc.systems, tc.sched, labbench.ExpandOptions{MPI: tc.mpiErr})
 		var ue usageError
 		if err == nil || !strings.HasPrefix(err.Error(), tc.err) || errors.As(err, &ue) != tc.usage {
 			t.Errorf("%s/%s: err %v, want %q (usage error: %v)", tc.systems, tc.sched, err, tc.err, tc.usage)

@@ -50,7 +50,7 @@ type CollPlan struct {
 	// 16 MiB).
 	Tests []string
 	Sizes []int
-	// Systems are openmpi-default, openmpi-weighted and
+	// Systems are openmpi-default, openmpi-weighted, gloo and
 	// multirail-<sched>; Skipped those left out, and why.
 	Systems []string
 	Skipped []Skip
@@ -61,6 +61,10 @@ type CollPlan struct {
 	// interleaved within each round, so that a drifting machine shows as
 	// a range rather than as a difference between systems.
 	Rounds int
+	// Validate makes every system check every result against its closed
+	// form (untimed; `multirail osu --validate`, mrosu --validate,
+	// gloo_osu.py --validate): a wrong result fails the run.
+	Validate bool
 }
 
 // Runs is the number of mpirun invocations.
@@ -75,6 +79,7 @@ type CollResult struct {
 	Test     string  `json:"test"`
 	Size     int     `json:"size"`
 	Round    int     `json:"round"`
+	Ranks    int     `json:"ranks"`
 	AvgUs    float64 `json:"avg_us"`
 	MinUs    float64 `json:"min_us"`
 	MaxUs    float64 `json:"max_us"`
@@ -153,14 +158,27 @@ func RunColl(ctx context.Context, o CollOptions, hooks CollHooks) (CollReport, e
 	if o.RunTimeout == 0 {
 		o.RunTimeout = 15 * time.Minute
 	}
-	var mrosu string
-	if slices.ContainsFunc(p.Systems, IsMPI) {
+	var (
+		mrosu, torch string
+		gloo         GlooFiles
+	)
+	if slices.ContainsFunc(p.Systems, IsMPI) || slices.Contains(p.Systems, Gloo) {
 		dir, err := mpi.CacheDir()
 		if err != nil {
 			return rep, fmt.Errorf("lab bench: %w", err)
 		}
-		if mrosu, err = mpi.BuildOSU(ctx, dir); err != nil {
-			return rep, err
+		if slices.ContainsFunc(p.Systems, IsMPI) {
+			if mrosu, err = mpi.BuildOSU(ctx, dir); err != nil {
+				return rep, err
+			}
+		}
+		if slices.Contains(p.Systems, Gloo) {
+			if torch, err = GlooAvailable(ctx); err != nil {
+				return rep, err
+			}
+			if gloo, err = WriteGlooFiles(dir); err != nil {
+				return rep, err
+			}
 		}
 	}
 	cfg := p.Lab
@@ -174,7 +192,7 @@ func RunColl(ctx context.Context, o CollOptions, hooks CollHooks) (CollReport, e
 	if err != nil {
 		return rep, err
 	}
-	rep.Notes = collNotes(p)
+	rep.Notes = collNotes(p, torch)
 	total, n := p.Runs(), 0
 	var failed []string
 	for round := 1; round <= max(p.Rounds, 1); round++ {
@@ -185,9 +203,12 @@ func RunColl(ctx context.Context, o CollOptions, hooks CollHooks) (CollReport, e
 					hooks.RunStarts(n, total, sys, test, round)
 				}
 				var res []CollResult
-				if IsMPI(sys) {
+				switch {
+				case IsMPI(sys):
 					res, err = runOpenMPI(ctx, o, l, mrosu, sys, test)
-				} else {
+				case sys == Gloo:
+					res, err = runGloo(ctx, o, l, gloo, token, n, test)
+				default:
 					res, err = runMultirailOSU(ctx, o, l, token, n, sys, test)
 				}
 				_ = l.KillProcesses()
@@ -218,8 +239,9 @@ func RunColl(ctx context.Context, o CollOptions, hooks CollHooks) (CollReport, e
 	return rep, nil
 }
 
-// collNotes says how each system was set up.
-func collNotes(p CollPlan) []string {
+// collNotes says how each system was set up; torch is torch's version
+// (gloo).
+func collNotes(p CollPlan, torch string) []string {
 	notes := []string{fmt.Sprintf("%d hosts, one rank each, all on this machine's CPUs; tbf on both ends of every host NIC; one switch (bridge) per rail", p.Lab.Hosts)}
 	for _, s := range p.Systems {
 		switch {
@@ -227,6 +249,11 @@ func collNotes(p CollPlan) []string {
 			notes = append(notes, s+": mpirun, pml ob1, btl tcp,self on the rails' subnets, default weights, mpi_yield_when_idle 1, mrosu (lab/mpi/src/mrosu.c)")
 		case s == OpenMPIWeighted:
 			notes = append(notes, s+": as openmpi-default with btl_tcp_bandwidth_railN set to the rails' rates")
+		case s == Gloo:
+			notes = append(notes, fmt.Sprintf("%s: torch.distributed %s (Debian's python3-torch), backend gloo, gloo_osu.py (lab/labbench) under one torchrun per host "+
+				"(c10d rendezvous on host 0's control address), each started by the same mpirun and rsh agent; GLOO_SOCKET_IFNAME=%s: "+
+				"one Gloo device per rail, and torch picks one per call (collectives in turn by sequence number, send/recv by tag; "+
+				"gloo_osu uses tag 0, so rail0), never striping one call", s, torch, strings.Join(railDevNames(len(p.Lab.Rates)), ",")))
 		default:
 			notes = append(notes, s+": `multirail osu` under the same mpirun and rsh agent, rails found from the hosts' NICs with MULTIRAIL_IFNAME=rail, MULTIRAIL_SCHED="+strings.TrimPrefix(s, MultirailPrefix)+", GOMAXPROCS=1 (the ranks share the machine's cores)")
 		}
@@ -240,6 +267,15 @@ func randomToken() (string, error) {
 		return "", fmt.Errorf("lab bench: %w", err)
 	}
 	return hex.EncodeToString(b[:]), nil
+}
+
+// railDevNames are the names of k rails' NICs.
+func railDevNames(k int) []string {
+	devs := make([]string, k)
+	for i := range devs {
+		devs[i] = lab.RailDev(i)
+	}
+	return devs
 }
 
 // railNets and railDevs of l.
@@ -271,7 +307,7 @@ func runOpenMPI(ctx context.Context, o CollOptions, l *lab.Lab, program, sys, te
 	nets, devs := railNets(l)
 	hosts := ranksOf(l, test)
 	j := mpi.CollJob{Hosts: hosts, RshAgent: o.Exe + " lab rsh", OOBNet: lab.CtlNet(), RailNets: nets, RailDevs: devs,
-		Program: program, Test: test, Sizes: o.Plan.Sizes, Iters: o.Plan.Iters, Warmup: o.Plan.Warmup}
+		Program: program, Test: test, Sizes: o.Plan.Sizes, Iters: o.Plan.Iters, Warmup: o.Plan.Warmup, Validate: o.Plan.Validate}
 	if sys == OpenMPIWeighted {
 		for _, r := range o.Plan.Lab.Rates {
 			j.BandwidthMbps = append(j.BandwidthMbps, int(r/1e6))
@@ -281,6 +317,13 @@ func runOpenMPI(ctx context.Context, o CollOptions, l *lab.Lab, program, sys, te
 	if err != nil {
 		return nil, err
 	}
+	return parseMROSU(out, "mrosu", test, len(hosts))
+}
+
+// parseMROSU reads the result lines of mrosu or gloo_osu.py (program) in
+// out: every one must be of test with ranks ranks, and there must be one.
+// bw's and bibw's bandwidth is also their BusBWBps.
+func parseMROSU(out []byte, program, test string, ranks int) ([]CollResult, error) {
 	var res []CollResult
 	for _, line := range strings.Split(string(out), "\n") {
 		r, err := mpi.ParseOSULine(line)
@@ -288,18 +331,20 @@ func runOpenMPI(ctx context.Context, o CollOptions, l *lab.Lab, program, sys, te
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s %s: %w", program, test, err)
 		}
-		res = append(res, CollResult{Test: r.Test, Size: r.Size, AvgUs: r.AvgUs, MinUs: r.MinUs, MaxUs: r.MaxUs,
-			BusBWBps: r.BusBWBps, MBs: r.MBs, Iters: r.Iters})
+		if r.Test != test || r.Ranks != ranks {
+			return nil, fmt.Errorf("%s %s: result %q is of %s with %d ranks, want %s with %d", program, test, strings.TrimSpace(line), r.Test, r.Ranks, test, ranks)
+		}
+		cr := CollResult{Test: r.Test, Size: r.Size, Ranks: r.Ranks, AvgUs: r.AvgUs, MinUs: r.MinUs, MaxUs: r.MaxUs,
+			BusBWBps: r.BusBWBps, MBs: r.MBs, Iters: r.Iters}
+		if cr.MBs > 0 && cr.BusBWBps == 0 {
+			cr.BusBWBps = cr.MBs * 8e6
+		}
+		res = append(res, cr)
 	}
 	if len(res) == 0 {
-		return nil, fmt.Errorf("mrosu %s printed no results: %s", test, lastLines(string(out), 8))
-	}
-	for i := range res {
-		if res[i].MBs > 0 && res[i].BusBWBps == 0 {
-			res[i].BusBWBps = res[i].MBs * 8e6
-		}
+		return nil, fmt.Errorf("%s %s printed no results: %s", program, test, lastLines(string(out), 8))
 	}
 	return res, nil
 }
@@ -349,6 +394,9 @@ func runMultirailOSU(ctx context.Context, o CollOptions, l *lab.Lab, token strin
 	}
 	argv = append(argv, o.Exe, "osu", test, "--json", "--sizes", strings.Join(sizes, ","),
 		"--iters", strconv.Itoa(o.Plan.Iters), "--warmup", strconv.Itoa(o.Plan.Warmup))
+	if o.Plan.Validate {
+		argv = append(argv, "--validate")
+	}
 	out, err := runMPIRun(ctx, o, onHost0(hosts[0], argv))
 	if err != nil {
 		return nil, err
@@ -369,7 +417,7 @@ func runMultirailOSU(ctx context.Context, o CollOptions, l *lab.Lab, token strin
 	}
 	var res []CollResult
 	for _, r := range js.Results {
-		cr := CollResult{Test: test, Size: r.Size, AvgUs: r.AvgUs, MinUs: r.MinUs, MaxUs: r.MaxUs, Iters: r.Iters, Algo: r.Algo}
+		cr := CollResult{Test: test, Size: r.Size, Ranks: js.Ranks, AvgUs: r.AvgUs, MinUs: r.MinUs, MaxUs: r.MaxUs, Iters: r.Iters, Algo: r.Algo}
 		if r.BusBWBps != nil {
 			cr.BusBWBps = *r.BusBWBps
 		}
@@ -384,22 +432,30 @@ func runMultirailOSU(ctx context.Context, o CollOptions, l *lab.Lab, token strin
 
 // runMPIRun runs argv (mpirun inside host 0) and returns its stdout.
 func runMPIRun(ctx context.Context, o CollOptions, argv []string) ([]byte, error) {
+	stdout, _, err := execMPIRun(ctx, o, argv)
+	return stdout, err
+}
+
+// execMPIRun runs argv (mpirun inside host 0) and returns its stdout and
+// its stderr, and an error that ends with stderr's last lines if it
+// failed.
+func execMPIRun(ctx context.Context, o CollOptions, argv []string) (stdout, stderr []byte, err error) {
 	ctx, cancel := context.WithTimeout(ctx, o.RunTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), mpi.Env()...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout = &stdout
-	cmd.Stderr = &stderr
+	var out, errb bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &errb
 	if o.Stderr != nil {
-		cmd.Stderr = io.MultiWriter(&stderr, o.Stderr)
+		cmd.Stderr = io.MultiWriter(&errb, o.Stderr)
 	}
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (after %v)", ctx.Err(), o.RunTimeout)
 		}
-		return nil, fmt.Errorf("%s: %v: %s", strings.Join(argv[10:], " "), err, lastLines(stderr.String(), 8))
+		return out.Bytes(), errb.Bytes(), fmt.Errorf("%s: %v: %s", strings.Join(argv[10:], " "), err, lastLines(errb.String(), 8))
 	}
-	return stdout.Bytes(), nil
+	return out.Bytes(), errb.Bytes(), nil
 }

@@ -20,6 +20,9 @@ const (
 	MPTCP           = "mptcp"
 	OpenMPIDefault  = "openmpi-default"
 	OpenMPIWeighted = "openmpi-weighted"
+	// Gloo is torch.distributed with the gloo backend, a system of the
+	// collective bench only.
+	Gloo            = "gloo"
 	MultirailPrefix = "multirail-"
 )
 
@@ -68,8 +71,8 @@ func (e *UnavailableError) Unwrap() []error { return []error{ErrUnavailable, e.E
 
 // Allowed lists what Expand takes, for messages.
 func Allowed() string {
-	return fmt.Sprintf("%s, %s, %s, %s, %s, %s, %s, %s<sched> with sched one of %s",
-		GroupAll, TCPPerRail, MPTCP, GroupOpenMPI, OpenMPIDefault, OpenMPIWeighted, GroupMultirail, MultirailPrefix, strings.Join(sched.Names(), ", "))
+	return fmt.Sprintf("%s, %s, %s, %s, %s, %s, %s (collective bench), %s, %s<sched> with sched one of %s",
+		GroupAll, TCPPerRail, MPTCP, GroupOpenMPI, OpenMPIDefault, OpenMPIWeighted, Gloo, GroupMultirail, MultirailPrefix, strings.Join(sched.Names(), ", "))
 }
 
 // Skip is a system that was not run, and why.
@@ -78,16 +81,32 @@ type Skip struct {
 	Reason string `json:"reason"`
 }
 
+// ExpandOptions are what Expand needs besides the items.
+type ExpandOptions struct {
+	// Scheds are the schedulers the groups bring in as multirail-<sched>.
+	Scheds []string
+	// MPI says why Open MPI cannot run (nil if it can). gloo, which
+	// mpirun starts, cannot run then either.
+	MPI error
+	// Coll expands for the collective bench, where the group all also
+	// brings in gloo. Elsewhere only a gloo named brings it in (and the
+	// caller turns it down).
+	Coll bool
+	// Gloo, when set, says why gloo cannot run (nil if it can); Expand
+	// calls it once, and only when gloo is among the systems.
+	Gloo func() error
+}
+
 // Expand turns items (system names and the groups all, openmpi and
 // multirail) into the systems to run, in order and without duplicates;
-// scheds are the schedulers the groups bring in as multirail-<sched>.
-// mpiErr says why Open MPI cannot run (nil if it can): the Open MPI
-// systems a group brings in are then skipped, those named are an
-// UnavailableError. An unknown item is an UnknownSystemError.
-func Expand(items, scheds []string, mpiErr error) ([]string, []Skip, error) {
+// o.Scheds are the schedulers the groups bring in as multirail-<sched>.
+// o.MPI and o.Gloo say why Open MPI and gloo cannot run: the systems a
+// group brings in are then skipped, those named are an UnavailableError.
+// An unknown item is an UnknownSystemError.
+func Expand(items []string, o ExpandOptions) ([]string, []Skip, error) {
 	multi := func() []string {
 		var out []string
-		for _, s := range scheds {
+		for _, s := range o.Scheds {
 			out = append(out, MultirailPrefix+s)
 		}
 		return out
@@ -101,13 +120,16 @@ func Expand(items, scheds []string, mpiErr error) ([]string, []Skip, error) {
 		switch {
 		case item == GroupAll:
 			out = append(out, TCPPerRail, MPTCP, OpenMPIDefault, OpenMPIWeighted)
+			if o.Coll {
+				out = append(out, Gloo)
+			}
 			out = append(out, multi()...)
 		case item == TCPPerRail || item == MPTCP:
 			out = append(out, item)
 		case item == GroupOpenMPI:
 			out = append(out, OpenMPIDefault, OpenMPIWeighted)
 			explicit[OpenMPIDefault], explicit[OpenMPIWeighted] = true, true
-		case item == OpenMPIDefault || item == OpenMPIWeighted:
+		case item == OpenMPIDefault || item == OpenMPIWeighted || item == Gloo:
 			out = append(out, item)
 			explicit[item] = true
 		case item == GroupMultirail:
@@ -120,15 +142,29 @@ func Expand(items, scheds []string, mpiErr error) ([]string, []Skip, error) {
 	}
 	var systems []string
 	var skipped []Skip
+	var glooErr error
+	glooChecked := false
 	for _, s := range out {
 		if slices.Contains(systems, s) || slices.ContainsFunc(skipped, func(k Skip) bool { return k.System == s }) {
 			continue
 		}
-		if IsMPI(s) && mpiErr != nil {
-			if explicit[s] {
-				return nil, nil, &UnavailableError{System: s, Err: mpiErr}
+		var why error
+		switch {
+		case IsMPI(s):
+			why = o.MPI
+		case s == Gloo && o.MPI != nil:
+			why = fmt.Errorf("gloo is started by Open MPI's mpirun: %w", o.MPI)
+		case s == Gloo && o.Gloo != nil:
+			if !glooChecked {
+				glooErr, glooChecked = o.Gloo(), true
 			}
-			skipped = append(skipped, Skip{s, mpiErr.Error()})
+			why = glooErr
+		}
+		if why != nil {
+			if explicit[s] {
+				return nil, nil, &UnavailableError{System: s, Err: why}
+			}
+			skipped = append(skipped, Skip{s, why.Error()})
 			continue
 		}
 		systems = append(systems, s)
@@ -188,3 +224,7 @@ func Lookup(name string) (System, error) {
 	}
 	return nil, &UnknownSystemError{Item: name}
 }
+
+// IsBaseline reports whether system is one the collective bench compares
+// multirail with: Open MPI's and gloo.
+func IsBaseline(system string) bool { return IsMPI(system) || system == Gloo }

@@ -2,6 +2,7 @@ package labbench
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -14,10 +15,13 @@ func TestExpand(t *testing.T) {
 	all := sched.Names()
 	nS := len(all)
 	noMPI := errors.New("mpi: mpicc and mpirun not found")
+	noTorch := errors.New("gloo: no torch")
 	for _, tc := range []struct {
 		systems        string
 		scheds         []string
 		mpiErr         error
+		coll           bool
+		glooErr        error
 		want           []string // nil: just check the count
 		count, skipped int
 		err            error
@@ -32,9 +36,24 @@ func TestExpand(t *testing.T) {
 		{systems: "mptcp,all", scheds: []string{"qlearn"}, mpiErr: noMPI, want: []string{"mptcp", "tcp-per-rail", "multirail-qlearn"}, skipped: 2},
 		{systems: "infiniband", scheds: all, err: ErrUnknownSystem},
 		{systems: "multirail-fastest", scheds: all, err: ErrUnknownSystem},
+		// gloo: all brings it in for the collective bench only; without
+		// torch or Open MPI it is skipped, or an error when named.
+		{systems: "all", scheds: []string{"qlearn"}, coll: true, want: []string{"tcp-per-rail", "mptcp", "openmpi-default", "openmpi-weighted", "gloo", "multirail-qlearn"}},
+		{systems: "all", scheds: []string{"qlearn"}, coll: true, glooErr: noTorch, want: []string{"tcp-per-rail", "mptcp", "openmpi-default", "openmpi-weighted", "multirail-qlearn"}, skipped: 1},
+		{systems: "all", scheds: []string{"qlearn"}, coll: true, mpiErr: noMPI, want: []string{"tcp-per-rail", "mptcp", "multirail-qlearn"}, skipped: 3},
+		{systems: "gloo,openmpi-weighted", scheds: all, coll: true, want: []string{"gloo", "openmpi-weighted"}},
+		{systems: "gloo", scheds: all, want: []string{"gloo"}},
+		{systems: "gloo", scheds: all, coll: true, glooErr: noTorch, err: ErrUnavailable},
+		{systems: "gloo", scheds: all, coll: true, mpiErr: noMPI, err: ErrUnavailable},
 	} {
-		got, skipped, err := Expand(strings.Split(tc.systems, ","), tc.scheds, tc.mpiErr)
-		name := tc.systems
+		o := ExpandOptions{Scheds: tc.scheds, MPI: tc.mpiErr, Coll: tc.coll}
+		calls := 0
+		o.Gloo = func() error { calls++; return tc.glooErr }
+		got, skipped, err := Expand(strings.Split(tc.systems, ","), o)
+		name := fmt.Sprintf("%s (coll %v)", tc.systems, tc.coll)
+		if calls > 1 || (calls == 1) != (tc.mpiErr == nil && (tc.coll && tc.systems == "all" || strings.Contains(tc.systems, "gloo"))) {
+			t.Errorf("%s: gloo checked %d times", name, calls)
+		}
 		if tc.err != nil {
 			if !errors.Is(err, tc.err) {
 				t.Errorf("%s: err %v, want %v", name, err, tc.err)
@@ -55,12 +74,20 @@ func TestExpand(t *testing.T) {
 			t.Errorf("%s: skipped %v, want %d", name, skipped, tc.skipped)
 		}
 	}
-	_, _, err := Expand([]string{"openmpi-weighted"}, nil, noMPI)
+	_, _, err := Expand([]string{"openmpi-weighted"}, ExpandOptions{MPI: noMPI})
 	var ue *UnavailableError
 	if !errors.As(err, &ue) || ue.System != "openmpi-weighted" || !errors.Is(err, noMPI) {
 		t.Errorf("unavailable: %v", err)
 	}
-	_, _, err = Expand([]string{"nccl"}, nil, nil)
+	_, _, err = Expand([]string{"gloo"}, ExpandOptions{Coll: true, Gloo: func() error { return noTorch }})
+	if !errors.As(err, &ue) || ue.System != "gloo" || !errors.Is(err, noTorch) {
+		t.Errorf("gloo unavailable: %v", err)
+	}
+	_, skipped, err := Expand([]string{"all"}, ExpandOptions{Coll: true, MPI: noMPI})
+	if err != nil || len(skipped) != 3 || skipped[2].System != "gloo" || !strings.Contains(skipped[2].Reason, "gloo is started by Open MPI's mpirun: mpi: mpicc") {
+		t.Errorf("gloo without Open MPI: %v, %v", skipped, err)
+	}
+	_, _, err = Expand([]string{"nccl"}, ExpandOptions{})
 	var ke *UnknownSystemError
 	if !errors.As(err, &ke) || ke.Item != "nccl" || !strings.Contains(err.Error(), "multirail-<sched>") {
 		t.Errorf("unknown: %v", err)
@@ -70,7 +97,7 @@ func TestExpand(t *testing.T) {
 // TestLookup: every system Expand can return is behind the interface,
 // named as asked; the notes say which were given the rail rates.
 func TestLookup(t *testing.T) {
-	names, _, err := Expand([]string{"all"}, sched.Names(), nil)
+	names, _, err := Expand([]string{"all"}, ExpandOptions{Scheds: sched.Names()})
 	if err != nil {
 		t.Fatal(err)
 	}
