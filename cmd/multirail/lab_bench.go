@@ -229,21 +229,11 @@ func runLabBench(ctx context.Context, g *globals, f *labBenchFlags, p labbench.P
 	if err != nil {
 		return fmt.Errorf("lab bench: finding this program: %w", err)
 	}
-	var outDir string
-	if f.out != "" {
-		var created bool
-		if outDir, created, err = prepareOut(f.out, time.Now()); err != nil {
-			return err
-		}
-		defer func() {
-			if err != nil && created {
-				os.RemoveAll(outDir)
-			}
-		}()
+	outDir, undo, err := labOut(f.out, p.Skipped, g)
+	if err != nil {
+		return err
 	}
-	for _, s := range p.Skipped {
-		fmt.Fprintf(g.stderr, "multirail: lab bench: skipping %s: %s\n", s.System, s.Reason)
-	}
+	defer func() { undo(err) }()
 	if p.CompetitorNote != "" {
 		fmt.Fprintf(g.stderr, "multirail: lab bench: %s\n", p.CompetitorNote)
 	}
@@ -485,4 +475,26 @@ func writeLabOut(dir string, rep labbench.Report) error {
 		}
 	}
 	return nil
+}
+
+// labOut starts a lab bench: it says on stderr which systems are skipped,
+// and makes the --out folder (out, when not empty). undo, called with the
+// command's error, removes a folder it made when the command failed.
+func labOut(out string, skipped []labbench.Skip, g *globals) (dir string, undo func(error), err error) {
+	undo = func(error) {}
+	for _, s := range skipped {
+		fmt.Fprintf(g.stderr, "multirail: lab bench: skipping %s: %s\n", s.System, s.Reason)
+	}
+	if out == "" {
+		return "", undo, nil
+	}
+	dir, created, err := prepareOut(out, time.Now())
+	if err != nil {
+		return "", undo, err
+	}
+	return dir, func(err error) {
+		if err != nil && created {
+			os.RemoveAll(dir)
+		}
+	}, nil
 }

@@ -119,21 +119,11 @@ func runLabColl(ctx context.Context, g *globals, f *labBenchFlags, p labbench.Co
 	if err != nil {
 		return fmt.Errorf("lab bench: finding this program: %w", err)
 	}
-	var outDir string
-	if f.out != "" {
-		var created bool
-		if outDir, created, err = prepareOut(f.out, time.Now()); err != nil {
-			return err
-		}
-		defer func() {
-			if err != nil && created {
-				os.RemoveAll(outDir)
-			}
-		}()
+	outDir, undo, err := labOut(f.out, p.Skipped, g)
+	if err != nil {
+		return err
 	}
-	for _, s := range p.Skipped {
-		fmt.Fprintf(g.stderr, "multirail: lab bench: skipping %s: %s\n", s.System, s.Reason)
-	}
+	defer func() { undo(err) }()
 	fmt.Fprintf(g.stderr, "multirail: lab bench: %d hosts, rails %s, tests %s, %d runs (%d systems x %d tests x %d rounds)\n",
 		p.Lab.Hosts, ratesString(p.Lab.Rates), strings.Join(p.Tests, ","), p.Runs(), len(p.Systems), len(p.Tests), p.Rounds)
 	o := labbench.CollOptions{Plan: p, Exe: exe, Logger: g.logger()}

@@ -388,11 +388,7 @@ func runMultirailOSU(ctx context.Context, o CollOptions, l *lab.Lab, token strin
 		"GOMAXPROCS=1"} {
 		argv = append(argv, "-x", kv)
 	}
-	sizes := make([]string, len(o.Plan.Sizes))
-	for i, s := range o.Plan.Sizes {
-		sizes[i] = strconv.Itoa(s)
-	}
-	argv = append(argv, o.Exe, "osu", test, "--json", "--sizes", strings.Join(sizes, ","),
+	argv = append(argv, o.Exe, "osu", test, "--json", "--sizes", mpi.JoinSizes(o.Plan.Sizes),
 		"--iters", strconv.Itoa(o.Plan.Iters), "--warmup", strconv.Itoa(o.Plan.Warmup))
 	if o.Plan.Validate {
 		argv = append(argv, "--validate")

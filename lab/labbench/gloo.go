@@ -179,14 +179,7 @@ func GlooArgs(j GlooJob) []string {
 		"--rdzv_backend", "c10d", "--rdzv_endpoint", j.Hosts[0]+":"+strconv.Itoa(j.Port), "--rdzv_id", j.RunID,
 		"--rdzv_conf", "join_timeout=120", "--max_restarts", "0", "--monitor_interval", glooMonitorInterval,
 		j.Program)
-	if j.Validate {
-		args = append(args, "--validate")
-	}
-	sizes := make([]string, len(j.Sizes))
-	for i, s := range j.Sizes {
-		sizes[i] = strconv.Itoa(s)
-	}
-	return append(args, j.Test, strings.Join(sizes, ","), strconv.Itoa(j.Iters), strconv.Itoa(j.Warmup))
+	return append(args, mpi.OSUArgs(j.Validate, j.Test, j.Sizes, j.Iters, j.Warmup)...)
 }
 
 // GlooError is a gloo_osu.py run that failed and said why.

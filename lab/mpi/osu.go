@@ -61,14 +61,27 @@ func CollArgs(j CollJob) []string {
 	args := launch(j.Hosts, j.RshAgent, j.OOBNet, j.RailNets, j.RailDevs, j.BandwidthMbps)
 	args = append(args, mca("mpi_yield_when_idle", "1")...)
 	args = append(args, j.Program)
-	if j.Validate {
+	return append(args, OSUArgs(j.Validate, j.Test, j.Sizes, j.Iters, j.Warmup)...)
+}
+
+// OSUArgs are the arguments of mrosu (and of programs that take the same,
+// such as the lab's gloo_osu.py): "[--validate] TEST SIZES ITERS WARMUP".
+func OSUArgs(validate bool, test string, sizes []int, iters, warmup int) []string {
+	var args []string
+	if validate {
 		args = append(args, "--validate")
 	}
-	sizes := make([]string, len(j.Sizes))
-	for i, s := range j.Sizes {
-		sizes[i] = strconv.Itoa(s)
+	return append(args, test, JoinSizes(sizes), strconv.Itoa(iters), strconv.Itoa(warmup))
+}
+
+// JoinSizes writes sizes in bytes comma-separated, as mrosu and
+// `multirail osu --sizes` take them.
+func JoinSizes(sizes []int) string {
+	s := make([]string, len(sizes))
+	for i, n := range sizes {
+		s[i] = strconv.Itoa(n)
 	}
-	return append(args, j.Test, strings.Join(sizes, ","), strconv.Itoa(j.Iters), strconv.Itoa(j.Warmup))
+	return strings.Join(s, ",")
 }
 
 // OSUResult is one size's row of mrosu, as `multirail osu --json` has
