@@ -18,6 +18,15 @@
 // /etc/hosts). Plan lists every step; Up runs them and then checks that
 // each rail carries a TCP connection.
 //
+// With Config.Hosts > 2, Up builds a cluster instead: hosts <prefix>h0..
+// <prefix>h<N-1>, each with one NIC per rail (rail<k>, 10.10.<k+1>.<i+1>)
+// plugged into that rail's switch, a Linux bridge br<k> in namespace
+// <prefix>sw (Switch for NS, Run and Qdiscs), tbf on the host's end and on
+// the switch port, a control NIC ctl (10.10.99.<i+1>) on bridge brc, MPTCP
+// signal endpoints on every host, hosts files naming every host, bridge
+// netfilter off in the switch namespace; Up checks every pair of hosts on
+// every link, and Probe does so on demand.
+//
 // Up first removes whatever a crashed run with the same prefix left
 // behind; Down removes everything Up built, kills processes left in the
 // namespaces and takes back the one change it makes outside them (adding

@@ -22,4 +22,12 @@
 // system is planned), Up (builds the lab; needs root), RunAll, Down. The
 // package never prints: progress and failures reach the caller through
 // Hooks, logs go to Options.Logger.
+//
+// RunColl is the collective bench (`lab bench --hosts N`): on a cluster
+// (lab.Config.Hosts) it runs OSU-style tests, one rank per host, every
+// system started by Open MPI's mpirun on host 0 with `<exe> lab rsh`:
+// openmpi-default and openmpi-weighted run mrosu (package lab/mpi), gloo
+// runs gloo_osu.py under one torchrun per host, multirail-<sched> runs
+// `<exe> osu`; all print the same result lines or JSON, gathered into a
+// CollReport. Failed runs are in the report and make a RunsError.
 package labbench
