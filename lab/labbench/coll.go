@@ -313,7 +313,7 @@ func runOpenMPI(ctx context.Context, o CollOptions, l *lab.Lab, program, sys, te
 			j.BandwidthMbps = append(j.BandwidthMbps, int(r/1e6))
 		}
 	}
-	out, err := runMPIRun(ctx, o, onHost0(hosts[0], mpi.CollArgs(j)))
+	out, err := runMPIRun(ctx, o, hosts[0], mpi.CollArgs(j))
 	if err != nil {
 		return nil, err
 	}
@@ -393,7 +393,7 @@ func runMultirailOSU(ctx context.Context, o CollOptions, l *lab.Lab, token strin
 	if o.Plan.Validate {
 		argv = append(argv, "--validate")
 	}
-	out, err := runMPIRun(ctx, o, onHost0(hosts[0], argv))
+	out, err := runMPIRun(ctx, o, hosts[0], argv)
 	if err != nil {
 		return nil, err
 	}
@@ -426,19 +426,20 @@ func runMultirailOSU(ctx context.Context, o CollOptions, l *lab.Lab, token strin
 	return res, nil
 }
 
-// runMPIRun runs argv (mpirun inside host 0) and returns its stdout.
-func runMPIRun(ctx context.Context, o CollOptions, argv []string) ([]byte, error) {
-	stdout, _, err := execMPIRun(ctx, o, argv)
+// runMPIRun runs argv (mpirun) inside host and returns its stdout.
+func runMPIRun(ctx context.Context, o CollOptions, host string, argv []string) ([]byte, error) {
+	stdout, _, err := execMPIRun(ctx, o, host, argv)
 	return stdout, err
 }
 
-// execMPIRun runs argv (mpirun inside host 0) and returns its stdout and
-// its stderr, and an error that ends with stderr's last lines if it
-// failed.
-func execMPIRun(ctx context.Context, o CollOptions, argv []string) (stdout, stderr []byte, err error) {
+// execMPIRun runs argv (mpirun) inside host (see onHost0) and returns its
+// stdout and its stderr, and an error that names argv and ends with
+// stderr's last lines if it failed.
+func execMPIRun(ctx context.Context, o CollOptions, host string, argv []string) (stdout, stderr []byte, err error) {
 	ctx, cancel := context.WithTimeout(ctx, o.RunTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	full := onHost0(host, argv)
+	cmd := exec.CommandContext(ctx, full[0], full[1:]...)
 	cmd.Env = append(os.Environ(), mpi.Env()...)
 	var out, errb bytes.Buffer
 	cmd.Stdout = &out
@@ -451,7 +452,7 @@ func execMPIRun(ctx context.Context, o CollOptions, argv []string) (stdout, stde
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (after %v)", ctx.Err(), o.RunTimeout)
 		}
-		return out.Bytes(), errb.Bytes(), fmt.Errorf("%s: %v: %s", strings.Join(argv[10:], " "), err, lastLines(errb.String(), 8))
+		return out.Bytes(), errb.Bytes(), fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, lastLines(errb.String(), 8))
 	}
 	return out.Bytes(), errb.Bytes(), nil
 }

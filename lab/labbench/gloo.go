@@ -236,7 +236,7 @@ func runGloo(ctx context.Context, o CollOptions, l *lab.Lab, files GlooFiles, to
 		Python: GlooPython, Wrapper: files.Wrapper, Program: files.Program,
 		Port: rdzvPort + n%400, RunID: fmt.Sprintf("mrosu-%.8s-%d", token, n),
 		Test: test, Sizes: o.Plan.Sizes, Iters: o.Plan.Iters, Warmup: o.Plan.Warmup, Validate: o.Plan.Validate}
-	stdout, stderr, err := execMPIRun(ctx, o, onHost0(hosts[0], GlooArgs(j)))
+	stdout, stderr, err := execMPIRun(ctx, o, hosts[0], GlooArgs(j))
 	if err != nil {
 		if ge := glooFailure(test, string(stderr)); ge != nil && ctx.Err() == nil {
 			return nil, ge
