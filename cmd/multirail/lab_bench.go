@@ -432,16 +432,7 @@ func labSummary(rep labbench.Report) []string {
 // writeLabOut writes results.json (with the series), table.txt (the
 // table lab bench prints without --json) and one PNG per size into dir.
 func writeLabOut(dir string, rep labbench.Report) error {
-	var buf bytes.Buffer
-	if err := writeJSON(&buf, rep); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "results.json"), buf.Bytes(), 0o644); err != nil {
-		return err
-	}
-	buf.Reset()
-	printLabTable(&buf, rep)
-	if err := os.WriteFile(filepath.Join(dir, "table.txt"), buf.Bytes(), 0o644); err != nil {
+	if err := writeResults(dir, rep, func(w io.Writer) { printLabTable(w, rep) }); err != nil {
 		return err
 	}
 	var names []string
@@ -497,4 +488,19 @@ func labOut(out string, skipped []labbench.Skip, g *globals) (dir string, undo f
 			os.RemoveAll(dir)
 		}
 	}, nil
+}
+
+// writeResults writes rep as results.json and the table that table prints
+// as table.txt into dir.
+func writeResults(dir string, rep any, table func(io.Writer)) error {
+	var buf bytes.Buffer
+	if err := writeJSON(&buf, rep); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), buf.Bytes(), 0o644); err != nil {
+		return err
+	}
+	buf.Reset()
+	table(&buf)
+	return os.WriteFile(filepath.Join(dir, "table.txt"), buf.Bytes(), 0o644)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -309,16 +308,7 @@ func collRatios(rep labbench.CollReport, cells map[string]map[int]map[string]*co
 // writeCollOut writes results.json, table.txt and per test a PNG of bus
 // bandwidth against size and one of time against size.
 func writeCollOut(dir string, rep labbench.CollReport) error {
-	var buf bytes.Buffer
-	if err := writeJSON(&buf, rep); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "results.json"), buf.Bytes(), 0o644); err != nil {
-		return err
-	}
-	buf.Reset()
-	printCollTable(&buf, rep)
-	if err := os.WriteFile(filepath.Join(dir, "table.txt"), buf.Bytes(), 0o644); err != nil {
+	if err := writeResults(dir, rep, func(w io.Writer) { printCollTable(w, rep) }); err != nil {
 		return err
 	}
 	cells := collCells(rep)
