@@ -141,7 +141,10 @@ func refRate(s string) (float64, bool) {
 	for i := len(t); i > 0; i-- {
 		unit := strings.TrimSpace(t[i:])
 		if len(unit) > len("kbit/s") {
-			break // and longer for every smaller i
+			// Not a unit; a split inside a multi-byte space (U+00A0)
+			// leaves a byte TrimSpace keeps, so a smaller i may still
+			// give a short unit: go on rather than stop.
+			continue
 		}
 		mult, ok := mults[strings.ToLower(unit)]
 		if !ok {
@@ -167,7 +170,7 @@ func refSize(s string) (n int64, ok, overflow bool) {
 	for i := len(t); i > 0; i-- {
 		unit := strings.TrimSpace(t[i:])
 		if len(unit) > len("kib") {
-			break // and longer for every smaller i
+			continue // not a unit (see refRate)
 		}
 		mult, ok := mults[strings.ToLower(unit)]
 		if !ok {
