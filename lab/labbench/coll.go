@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/multirail/multirail/comm/osu"
 	"github.com/multirail/multirail/lab"
 	"github.com/multirail/multirail/lab/mpi"
 	"github.com/multirail/multirail/sched"
@@ -349,22 +350,6 @@ func parseMROSU(out []byte, program, test string, ranks int) ([]CollResult, erro
 	return res, nil
 }
 
-// osuJSON is the part of `multirail osu --json` the bench reads.
-type osuJSON struct {
-	Ranks     int        `json:"ranks"`
-	RailNames [][]string `json:"rail_names"`
-	Results   []struct {
-		Size     int      `json:"size"`
-		AvgUs    float64  `json:"avg_us"`
-		MinUs    float64  `json:"min_us"`
-		MaxUs    float64  `json:"max_us"`
-		MBs      *float64 `json:"mb_s"`
-		BusBWBps *float64 `json:"busbw_bps"`
-		Algo     string   `json:"algo"`
-		Iters    int      `json:"iterations"`
-	} `json:"results"`
-}
-
 func runMultirailOSU(ctx context.Context, o CollOptions, l *lab.Lab, token string, n int, sys, test string) ([]CollResult, error) {
 	scheduler := strings.TrimPrefix(sys, MultirailPrefix)
 	if !slices.Contains(sched.Names(), scheduler) {
@@ -401,7 +386,7 @@ func runMultirailOSU(ctx context.Context, o CollOptions, l *lab.Lab, token strin
 	if i < 0 || k < i {
 		return nil, fmt.Errorf("multirail osu %s printed no JSON: %s", test, lastLines(string(out), 8))
 	}
-	var js osuJSON
+	var js osu.Report // the JSON of `multirail osu --json`
 	if err := json.Unmarshal(out[i:k+1], &js); err != nil {
 		return nil, fmt.Errorf("multirail osu %s: %w: %s", test, err, lastLines(string(out), 8))
 	}
@@ -413,7 +398,7 @@ func runMultirailOSU(ctx context.Context, o CollOptions, l *lab.Lab, token strin
 	}
 	var res []CollResult
 	for _, r := range js.Results {
-		cr := CollResult{Test: test, Size: r.Size, Ranks: js.Ranks, AvgUs: r.AvgUs, MinUs: r.MinUs, MaxUs: r.MaxUs, Iters: r.Iters, Algo: r.Algo}
+		cr := CollResult{Test: test, Size: r.Size, Ranks: js.Ranks, AvgUs: r.AvgUs, MinUs: r.MinUs, MaxUs: r.MaxUs, Iters: r.Iterations, Algo: r.Algo}
 		if r.BusBWBps != nil {
 			cr.BusBWBps = *r.BusBWBps
 		}
