@@ -53,7 +53,7 @@ traffic: {kind: bulk, size: %d, window: %d}
 	if err != nil {
 		t.Fatal(err)
 	}
-	const liveRuns = 3
+	const liveRuns = 5
 	for _, name := range sched.Names() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel() // the rails are slow: CPU is not what limits them
@@ -63,7 +63,9 @@ traffic: {kind: bulk, size: %d, window: %d}
 			}
 			// The live side is timing-dependent (a greedy scheduler such
 			// as the patent preset keeps what it learned in its first
-			// moments): the median of liveRuns runs is compared.
+			// moments: its runs spread 51.7-58.2 Mbit/s, and a median of
+			// three was 5.4 % off in one CI run): the median of liveRuns
+			// runs is compared.
 			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(liveRuns)*30*time.Second)
 			defer cancel()
 			var lives []float64
@@ -78,12 +80,21 @@ traffic: {kind: bulk, size: %d, window: %d}
 			slices.Sort(lives)
 			live := lives[len(lives)/2]
 			ratio := simRes.GoodputBps / live
-			t.Logf("%s: simulated %.2f Mbit/s, emulated %.2f Mbit/s (median of %.2f / %.2f / %.2f; ratio %.3f)",
-				name, simRes.GoodputBps/1e6, live/1e6, lives[0]/1e6, lives[1]/1e6, lives[2]/1e6, ratio)
+			t.Logf("%s: simulated %.2f Mbit/s, emulated %.2f Mbit/s (median of %.2f Mbit/s; ratio %.3f)",
+				name, simRes.GoodputBps/1e6, live/1e6, scaled(lives, 1e-6), ratio)
 			if math.Abs(ratio-1) > 0.05 {
-				t.Errorf("%s: simulator and emulated rails disagree by more than 5 %%: %.2f against %.2f Mbit/s (median of three)",
-					name, simRes.GoodputBps/1e6, live/1e6)
+				t.Errorf("%s: simulator and emulated rails disagree by more than 5 %%: %.2f against %.2f Mbit/s (median of %d)",
+					name, simRes.GoodputBps/1e6, live/1e6, liveRuns)
 			}
 		})
 	}
+}
+
+// scaled returns xs multiplied by k, for logging.
+func scaled(xs []float64, k float64) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = x * k
+	}
+	return out
 }
