@@ -38,6 +38,8 @@ const (
 	// AckDelay is how long a receiver may hold the acknowledgement of an
 	// eager message, waiting to piggyback it on a frame of its own.
 	AckDelay = time.Millisecond
+	// MaxBusyPoll bounds Config.BusyPoll.
+	MaxBusyPoll = 10 * time.Millisecond
 	// MaxRails is the largest number of rails in one connection.
 	MaxRails = 64
 	// MinDispatchInterval and MaxDispatchInterval bound a non-zero
@@ -222,6 +224,16 @@ type Config struct {
 	// Close releases everything still queued at once. It applies to this
 	// side's sends only.
 	DispatchInterval time.Duration
+	// BusyPoll is how long a rail's reader keeps polling its socket, after
+	// the connection last sent or received a frame, before it waits in the
+	// kernel for the next one (MPI libraries' progress engines poll so):
+	// an answer that comes within it is read without waking a sleeping
+	// thread, which in a virtual machine costs tens of microseconds per
+	// message. Polling spends the CPU it waits with (other goroutines run
+	// between polls). 0, the default, never polls; allowed 0 to
+	// MaxBusyPoll (10ms). It needs rails with a file descriptor on Linux
+	// (TCP); other rails never poll.
+	BusyPoll time.Duration
 	// Logger receives the library's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -325,6 +337,9 @@ func (c Config) validate(dialing bool) (config, error) {
 	}
 	if c.SessionGrace == 0 {
 		c.SessionGrace = DefaultSessionGrace
+	}
+	if c.BusyPoll < 0 || c.BusyPoll > MaxBusyPoll {
+		return config{}, cfgErr("BusyPoll", c.BusyPoll, fmt.Sprintf("0 (never) to %v", MaxBusyPoll))
 	}
 	if c.DispatchInterval != 0 && (c.DispatchInterval < MinDispatchInterval || c.DispatchInterval > MaxDispatchInterval) {
 		return config{}, cfgErr("DispatchInterval", c.DispatchInterval, fmt.Sprintf("0 (continuous) or %v..%v", MinDispatchInterval, MaxDispatchInterval))

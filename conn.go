@@ -172,8 +172,9 @@ func newConn(cfg config, session [16]byte, key [32]byte, rails []railInit, peer 
 	c.graceTimer.Stop()
 	for i, ri := range rails {
 		r := &rail{idx: i, name: ri.name, nominal: ri.nominal, c: ri.c, life: lifecycle{phase: phaseUp},
-			br: hs.NewReader(ri.c, 64<<10), wake: make(chan struct{}, 1), goneAway: make(chan struct{}), readerDone: make(chan struct{}), bgResume: make(chan struct{}, 1)}
+			br: hs.NewReader(ri.c, 64<<10), wake: make(chan struct{}, 1), goneAway: make(chan struct{}), readerDone: make(chan struct{}), bgResume: make(chan struct{}, 1), pollCh: make(chan int, 1)}
 		r.setKeys(ri.keys)
+		r.w.qw = hs.NewQuickWriter(ri.c)
 		r.notSent = notSentFor(0, cfg.SegmentSize)
 		hs.Tune(ri.c, r.notSent)
 		core, err := sender.New[*segment](sender.Config{QueueDepth: cfg.QueueDepth, SegmentSize: cfg.SegmentSize,
@@ -193,6 +194,7 @@ func newConn(cfg config, session [16]byte, key [32]byte, rails []railInit, peer 
 	if ob, ok := sch.(sched.DeliveryObserver); ok {
 		c.observer = ob
 	}
+	c.pollJoin()
 	for _, r := range c.rails {
 		c.wg.Add(2)
 		go c.writer(r, 0)
@@ -359,6 +361,7 @@ func (c *Conn) shutdown(err error, goAway bool) {
 		for _, r := range c.rails {
 			_ = r.c.Close()
 		}
+		c.pollLeave() // after the close: a reader woken from its parking sees it
 		var lost undelivered
 		for _, e := range c.out.held {
 			lost.add(e, e.Sent != 0)

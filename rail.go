@@ -43,7 +43,9 @@ type rail struct {
 	rs         rstate        // guarded by rdMu
 	bgResume   chan struct{} // cap 1: the reader goroutine may read again
 	pokeMu     sync.Mutex
-	poked      bool // a read deadline was set to interrupt a Recv (guarded by pokeMu)
+	poked      bool        // a read deadline was set to interrupt a Recv (guarded by pokeMu)
+	pollWait   atomic.Bool // the reader stopped busy-polling and waits in the kernel (poll.go)
+	pollCh     chan int    // cap 1: the poller's word to the parked reader (poll.go)
 
 	// guarded by Conn.mu
 	life lifecycle // see railstate.go
@@ -99,7 +101,8 @@ func (r *rail) takeDownLocked(err error) []entry {
 		_ = tc.SetLinger(0) // reset: what the kernel still holds is sent again
 	}
 	_ = r.c.Close()
-	r.signal() // the writer sees the rail down and exits
+	unpark(r, pollReady) // a reader parked for busy polling sees the close
+	r.signal()           // the writer sees the rail down and exits
 	return r.core.Drain(nil)
 }
 
@@ -109,6 +112,7 @@ func (r *rail) poke() {
 	r.poked = true
 	_ = r.c.SetReadDeadline(time.Unix(1, 0))
 	r.pokeMu.Unlock()
+	unpark(r, pollReady) // a reader parked for busy polling reads, and sees the deadline
 }
 
 // ackDue runs when a delayed ACK's time is up: the writer sends it unless

@@ -90,6 +90,10 @@ func (c *Conn) unpoke(r *rail) bool {
 // by record), the deadline moves on (a peer trickling a few bytes is
 // still cut off).
 func (c *Conn) read(r *rail, p []byte, boundary bool) error {
+	if boundary && c.cfg.BusyPoll > 0 {
+		c.busyPoll(r)
+		defer c.pollDone(r)
+	}
 	n := 0
 	for {
 		k, err := r.br.ReadFullN(p[n:])
@@ -238,6 +242,7 @@ func (c *Conn) readFrame(r *rail) error {
 	// read deadline when due (the rail is not idle) and times the frame's
 	// ACK. Each move leaves at least 3/4 IdleTimeout for the next header.
 	now := c.now()
+	c.pollActive()
 	if now-rs.lastDL > int64(c.cfg.IdleTimeout/4) {
 		c.moveDeadline(r, now)
 	}

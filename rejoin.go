@@ -249,7 +249,7 @@ func (c *Conn) attach(r *rail, nc net.Conn, keys *hs.Keys) error {
 	r.c = nc
 	r.tcpAcked = 0
 	r.br = hs.NewReader(nc, 64<<10)
-	r.w = wstate{}
+	r.w = wstate{qw: hs.NewQuickWriter(nc)}
 	r.rs = rstate{}
 	r.setKeys(keys)
 	r.ackArmed.Store(false)

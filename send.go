@@ -124,6 +124,7 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 	if uint64(len(msg)) > c.peerMax || cost > c.peerWindow {
 		return fmt.Errorf("%w: %d bytes, the peer accepts at most %d", ErrTooLarge, len(msg), min(c.peerMax, reasm.Largest(c.peerWindow)))
 	}
+	c.pollActive() // the answer may come soon: poll for it
 	eager := len(msg) <= c.cfg.EagerLimit
 	if !eager {
 		// Large messages are queued one after the other, so that they

@@ -39,8 +39,9 @@ func notSentFor(rate float64, seg int) int {
 // wstate is a rail's write-side state, owned by whoever holds rail.wmu:
 // the rail's writer goroutine, or a Send or reader taking a fast path.
 type wstate struct {
-	seal      *hs.Cipher // seals what is written (nil: frames in clear)
-	out       []byte     // a sealed write
+	seal      *hs.Cipher      // seals what is written (nil: frames in clear)
+	qw        *hs.QuickWriter // small writes (nil: the rail has no file descriptor)
+	out       []byte          // a sealed write
 	batch     []entry
 	iov       net.Buffers
 	wv        net.Buffers
@@ -125,13 +126,7 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 		r.bytesOut.Add(uint64(n))
 		r.segsOut.Add(uint64(len(w.batch)))
 	}
-	var err error
-	if len(iov) == 1 {
-		_, err = r.c.Write(iov[0])
-	} else {
-		w.wv = iov // WriteTo consumes w.wv (a field, so nothing escapes), not w.iov
-		_, err = w.wv.WriteTo(r.c)
-	}
+	err := w.write(r.c, iov)
 	clear(w.iov)
 	w.wrote = true
 	if err != nil {
@@ -146,6 +141,37 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 		frames++
 	}
 	return frames, nil
+}
+
+// write writes iov to c: a small batch first through the quick writer
+// (see hs.NewQuickWriter), whatever the socket did not take at once (or a
+// large batch) through c.
+func (w *wstate) write(c net.Conn, iov net.Buffers) error {
+	total := 0
+	for _, b := range iov {
+		total += len(b)
+	}
+	if w.qw != nil && total <= hs.QuickMax {
+		n, err := w.qw.Write(iov)
+		if err != nil || n == total {
+			return err
+		}
+		for n > 0 { // drop what was written
+			k := min(n, len(iov[0]))
+			if iov[0] = iov[0][k:]; len(iov[0]) == 0 {
+				iov = iov[1:]
+			}
+			n -= k
+		}
+	}
+	var err error
+	if len(iov) == 1 {
+		_, err = c.Write(iov[0])
+	} else {
+		w.wv = iov // WriteTo consumes w.wv (a field, so nothing escapes), not w.iov
+		_, err = w.wv.WriteTo(c)
+	}
+	return err
 }
 
 // sealBatch seals the pending control frames and the batch's segments

@@ -21,6 +21,13 @@ const (
 	// cores (and user-space emulated rails) can leave a rank unscheduled
 	// for that long, and a rail taken down for it loses what it learned.
 	DefaultRailTimeout = 2 * time.Second
+	// DefaultBusyPoll is the transport's BusyPoll in a communicator
+	// unless Config.Transport sets one: a rank waiting for a message polls
+	// its sockets for up to 200 us after the last one came or went, as MPI
+	// libraries do, instead of sleeping in the kernel (a wake-up costs
+	// tens of microseconds per message in a virtual machine). See
+	// docs/comm.md, "Busy polling".
+	DefaultBusyPoll = 200 * time.Microsecond
 )
 
 // Config configures a communicator. The zero value of every field means
@@ -30,7 +37,8 @@ type Config struct {
 	// Transport is the template of every peer connection: scheduler,
 	// segment size, token, timeouts (see multirail.Config). Rails and
 	// DialRail are set by the communicator; a zero RailTimeout means
-	// DefaultRailTimeout (2 s), a zero MaxMessageSize 1 GiB (messages of
+	// DefaultRailTimeout (2 s), a zero BusyPoll DefaultBusyPoll (200 us;
+	// negative: never poll), a zero MaxMessageSize 1 GiB (messages of
 	// the job's own ranks; the library's default is 64 MiB) and a zero
 	// MaxListenerBuffer room for a window from every other rank. An
 	// empty Token means the
@@ -95,6 +103,14 @@ func (c Config) validate() (config, error) {
 	}
 	if out.Transport.MaxMessageSize == 0 {
 		out.Transport.MaxMessageSize = DefaultMaxMessageSize
+	}
+	switch {
+	case c.Transport.BusyPoll == 0:
+		out.Transport.BusyPoll = DefaultBusyPoll
+	case c.Transport.BusyPoll < 0:
+		out.Transport.BusyPoll = 0 // never
+	case c.Transport.BusyPoll > multirail.MaxBusyPoll:
+		return out, fmt.Errorf("%w: Config.Transport.BusyPoll = %v; allowed: up to %v (0 = default %v, negative = never)", ErrConfig, c.Transport.BusyPoll, multirail.MaxBusyPoll, DefaultBusyPoll)
 	}
 	if c.LoopbackRails == 0 {
 		out.LoopbackRails = DefaultLoopbackRails

@@ -35,6 +35,9 @@ const (
 	EnvAlgo    = "MULTIRAIL_ALGO"    // Config.Algorithms: "allreduce=ring,bcast=binomial"
 	EnvTimeout = "MULTIRAIL_TIMEOUT" // Config.Timeout: a Go duration
 	EnvSched   = "MULTIRAIL_SCHED"   // Config.Transport.Scheduler
+	// EnvBusyPoll sets Config.Transport.BusyPoll: a Go duration up to
+	// 10ms, 0 to never poll.
+	EnvBusyPoll = "MULTIRAIL_BUSY_POLL"
 )
 
 // Init starts this process's rank of the world communicator: it detects
@@ -42,7 +45,8 @@ const (
 // torchrun, env://, Open MPI, MPICH, Slurm, Kubernetes), meets the other
 // ranks at the rendezvous, finds the rails to each of them and connects.
 // Empty fields of cfg are taken from MULTIRAIL_IFNAME, MULTIRAIL_EMU,
-// MULTIRAIL_ALGO, MULTIRAIL_TIMEOUT and MULTIRAIL_SCHED where set. It
+// MULTIRAIL_ALGO, MULTIRAIL_TIMEOUT, MULTIRAIL_SCHED and
+// MULTIRAIL_BUSY_POLL where set. It
 // returns once every rank is connected to every other.
 func Init(ctx context.Context, cfg Config) (*Comm, error) {
 	host, _ := os.Hostname()
@@ -67,6 +71,16 @@ func ConfigFromEnv(cfg Config, getenv func(string) (string, bool)) (Config, erro
 	}
 	if v, ok := getenv(EnvSched); ok && v != "" && cfg.Transport.Scheduler == "" {
 		cfg.Transport.Scheduler = v
+	}
+	if v, ok := getenv(EnvBusyPoll); ok && v != "" && cfg.Transport.BusyPoll == 0 {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > multirail.MaxBusyPoll {
+			return cfg, fmt.Errorf("%w: %s=%q; allowed: a duration from 0 (never) to %v, such as 200us", ErrConfig, EnvBusyPoll, v, multirail.MaxBusyPoll)
+		}
+		cfg.Transport.BusyPoll = d
+		if d == 0 {
+			cfg.Transport.BusyPoll = -1 // never
+		}
 	}
 	if v, ok := getenv(EnvTimeout); ok && v != "" && cfg.Timeout == 0 {
 		d, err := time.ParseDuration(v)

@@ -13,6 +13,10 @@ import (
 type Reader struct {
 	c  net.Conn
 	rv readvFunc // nil: plain reads
+	// poll reads what has arrived without waiting (nil: c has no file
+	// descriptor to poll; see Poll).
+	poll pollFunc
+	fd   int // the connection's file descriptor for polling; -1 if none
 	// unlow puts back a low-water mark a readv set (nil: none), before a
 	// read of something shorter than the payload that set it.
 	unlow func()
@@ -38,10 +42,49 @@ const (
 // each.
 type readvFunc func(p, q []byte) (int, int, error)
 
+// pollFunc reads into p what has arrived, without waiting: 0 and a nil
+// error when nothing has.
+type pollFunc func(p []byte) (int, error)
+
 // NewReader returns a Reader over c with a look-ahead buffer of size bytes.
 func NewReader(c net.Conn, size int) *Reader {
 	rv, unlow := readvFor(c)
-	return &Reader{c: c, rv: rv, unlow: unlow, buf: make([]byte, size), ahead: size}
+	poll, fd := pollFor(c)
+	return &Reader{c: c, rv: rv, poll: poll, fd: fd, unlow: unlow, buf: make([]byte, size), ahead: size}
+}
+
+// FD is the file descriptor Poll reads, for a poll(2) that watches many
+// connections at once; -1 when !CanPoll. It is valid while the
+// connection is open.
+func (b *Reader) FD() int { return b.fd }
+
+// CanPoll reports whether Poll can look at the connection without waiting
+// (on Linux, for connections with a file descriptor, such as TCP).
+func (b *Reader) CanPoll() bool { return b.poll != nil }
+
+// Poll looks for data without waiting: when nothing is buffered, it reads
+// whatever has arrived into the look-ahead buffer. It reports whether the
+// next read will return without waiting for the peer: data is buffered,
+// or the connection has something else to say (end of stream, an error,
+// a passed deadline), which that read then reports. It is false when
+// nothing has arrived, and always false when !CanPoll.
+func (b *Reader) Poll() bool {
+	if b.w > b.r {
+		return true
+	}
+	if b.poll == nil {
+		return false
+	}
+	if b.unlow != nil {
+		b.unlow()
+	}
+	n, err := b.poll(b.buf[:b.ahead])
+	if n > 0 {
+		b.r, b.w = 0, n
+		b.reads.Add(1)
+		return true
+	}
+	return err != nil
 }
 
 // LookAhead tells the reader what to expect: after big payloads, read

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -84,4 +85,144 @@ func (v *readv) reset(fd uintptr) {
 	if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT, 1) == nil {
 		v.low = 1
 	}
+}
+
+// pollFor returns a read that never waits, for connections with a file
+// descriptor. The socket is non-blocking (Go's runtime made it so), and
+// the read(2) goes through RawSyscall: it cannot block, so the runtime
+// need not be told, which halves its cost for a reader that polls in a
+// loop (16-18 against 26-36 us per 8-byte round trip over the lab's
+// rails, both ends polling). raw.Read holds the descriptor for the call,
+// so a concurrent Close cannot hand its number to another file meanwhile;
+// once the connection is closed or its read deadline passed, raw.Read
+// fails without calling the function.
+func pollFor(c net.Conn) (pollFunc, int) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil, -1
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nil, -1
+	}
+	fd := -1
+	if raw.Control(func(f uintptr) { fd = int(f) }) != nil {
+		return nil, -1
+	}
+	p := &poller{}
+	p.fn = p.read
+	return func(b []byte) (int, error) {
+		p.buf, p.n, p.err = b, 0, nil
+		err := raw.Read(p.fn)
+		n, rerr := p.n, p.err
+		p.buf, p.err = nil, nil
+		if err != nil {
+			return 0, err
+		}
+		if errno, ok := rerr.(unix.Errno); ok && errno == unix.EAGAIN {
+			return 0, nil
+		}
+		if rerr == nil && n == 0 {
+			return 0, io.EOF
+		}
+		return max(n, 0), rerr
+	}, fd
+}
+
+// poller holds one Reader's polling read, so that a poll allocates
+// nothing.
+type poller struct {
+	buf []byte
+	n   int
+	err error
+	fn  func(fd uintptr) bool
+}
+
+func (p *poller) read(fd uintptr) bool {
+	if len(p.buf) == 0 {
+		return true
+	}
+	n, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&p.buf[0])), uintptr(len(p.buf)))
+	p.n = int(n)
+	if e != 0 {
+		p.n, p.err = 0, e
+	}
+	return true
+}
+
+// QuickWriter writes small batches to a socket without waiting: see
+// NewQuickWriter.
+type QuickWriter struct {
+	raw  syscall.RawConn
+	iov  []unix.Iovec
+	n    int
+	err  error
+	fn   func(fd uintptr) bool
+	bufs [][]byte
+}
+
+// NewQuickWriter returns a QuickWriter for c, or nil when c has no file
+// descriptor (or the platform is not Linux).
+//
+// Its writev(2) goes through RawSyscall, as Reader.Poll's read does: on
+// the non-blocking socket it cannot block, and a system call the runtime
+// is told about is one the runtime's monitor may take the processor away
+// from when it lasts more than a tick (20 us: a small write on a virtual
+// machine's loopback often does, as it delivers to the receiver inline),
+// which then costs a thread hand-off and a futex wake-up per message.
+func NewQuickWriter(c net.Conn) *QuickWriter {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	q := &QuickWriter{raw: raw}
+	q.fn = q.write
+	return q
+}
+
+// QuickMax is the most a QuickWriter writes in one call: a call copies
+// its bytes into the socket without the runtime knowing, so it must stay
+// short.
+const QuickMax = 64 << 10
+
+// Write writes what the socket takes now of bufs (at most QuickMax bytes
+// in all, at most 1024 buffers) and returns how many bytes that was: 0 with
+// a nil error when the socket's buffer is full.
+func (q *QuickWriter) Write(bufs [][]byte) (int, error) {
+	q.bufs, q.n, q.err = bufs, 0, nil
+	err := q.raw.Write(q.fn)
+	n, werr := q.n, q.err
+	q.bufs, q.err = nil, nil
+	clear(q.iov)
+	if err != nil {
+		return 0, err
+	}
+	if werr == unix.EAGAIN {
+		return 0, nil
+	}
+	return n, werr
+}
+
+func (q *QuickWriter) write(fd uintptr) bool {
+	q.iov = q.iov[:0]
+	for _, b := range q.bufs {
+		if len(b) > 0 {
+			v := unix.Iovec{Base: &b[0]}
+			v.SetLen(len(b))
+			q.iov = append(q.iov, v)
+		}
+	}
+	if len(q.iov) == 0 {
+		return true
+	}
+	n, _, e := unix.RawSyscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&q.iov[0])), uintptr(len(q.iov)))
+	q.n = int(n)
+	if e != 0 {
+		q.n, q.err = 0, e
+	}
+	return true
 }

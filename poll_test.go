@@ -1,0 +1,192 @@
+package multirail
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestBusyPollConfig: BusyPoll outside 0..MaxBusyPoll is refused with an
+// error naming the field.
+func TestBusyPollConfig(t *testing.T) {
+	for _, d := range []time.Duration{-time.Microsecond, MaxBusyPoll + 1} {
+		err := Config{Token: NewToken(), BusyPoll: d}.Validate()
+		if !errors.Is(err, ErrConfig) || !bytes.Contains([]byte(err.Error()), []byte("BusyPoll")) {
+			t.Errorf("BusyPoll %v: err %v, want ErrConfig naming BusyPoll", d, err)
+		}
+	}
+	for _, d := range []time.Duration{0, time.Microsecond, MaxBusyPoll} {
+		if err := (Config{Token: NewToken(), BusyPoll: d}).Validate(); err != nil {
+			t.Errorf("BusyPoll %v: %v", d, err)
+		}
+	}
+}
+
+// waitPollerIdle waits until the poller goroutine has ended (it ends once
+// the polling connections have been quiet for their BusyPoll).
+func waitPollerIdle(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pollers.mu.Lock()
+		running := pollers.running
+		pollers.mu.Unlock()
+		if !running {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the poller goroutine still runs 10 s after the last message")
+		}
+		runtime.Gosched()
+	}
+}
+
+// TestBusyPollPingPong: two connections that poll, over one and three
+// rails, exchange messages of every size class (eager, one segment, spans
+// over several rails) in a ping-pong, with pauses longer than BusyPoll in
+// between (the readers go back to the kernel and must be woken); every
+// message arrives intact, the poller woke readers, and it ends once the
+// connections are quiet.
+func TestBusyPollPingPong(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("polling a socket without waiting needs Linux")
+	}
+	for _, rails := range []int{1, 3} {
+		cfg := Config{Token: NewToken(), BusyPoll: 2 * time.Millisecond, SegmentSize: 16 << 10}
+		a, b := pair(t, rails, cfg)
+		if !a.rails[0].br.CanPoll() {
+			t.Fatal("a TCP rail cannot poll")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		echo := make(chan error, 1)
+		go func() {
+			for {
+				m, err := b.Recv(ctx)
+				if err != nil {
+					echo <- err
+					return
+				}
+				if err := b.Send(ctx, m.Tag, m.Data); err != nil {
+					echo <- err
+					return
+				}
+			}
+		}()
+		wakes := pollers.wakes.Load()
+		rng := rand.New(rand.NewPCG(uint64(rails), 7))
+		for i := range 300 {
+			n := []int{1, 8, 1000, 16 << 10, 100 << 10}[rng.IntN(5)]
+			msg := make([]byte, n)
+			for j := range msg {
+				msg[j] = byte(rng.Uint32())
+			}
+			if err := a.Send(ctx, uint32(i), msg); err != nil {
+				t.Fatal(err)
+			}
+			m, err := a.Recv(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Tag != uint32(i) || !bytes.Equal(m.Data, msg) {
+				t.Fatalf("%d rails, message %d: got tag %d and %d bytes, want tag %d and %d bytes as sent", rails, i, m.Tag, len(m.Data), i, n)
+			}
+			if i%100 == 99 {
+				waitPollerIdle(t) // quiet: the readers wait in the kernel now
+			}
+		}
+		if pollers.wakes.Load() == wakes {
+			t.Errorf("%d rails: the poller never woke a reader: the connections did not poll", rails)
+		}
+		a.Close()
+		if err := <-echo; err == nil {
+			t.Errorf("%d rails: the echo ended without an error", rails)
+		}
+		b.Close()
+		waitPollerIdle(t)
+	}
+}
+
+// TestBusyPollRecvCancel: on a single rail a Recv reads the rail itself,
+// parked at the poller while it polls; cancelling its context ends it
+// with the context's error, and the connection works on.
+func TestBusyPollRecvCancel(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("polling a socket without waiting needs Linux")
+	}
+	a, b := pair(t, 1, Config{Token: NewToken(), BusyPoll: MaxBusyPoll})
+	ctx := context.Background()
+	for range 20 {
+		if err := a.Send(ctx, 1, []byte("keep polling")); err != nil { // activity: the readers poll
+			t.Fatal(err)
+		}
+		if _, err := b.Recv(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { _, err := b.Recv(rctx); done <- err }()
+		waitParked(t, b.rails[0])
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled Recv: %v, want context.Canceled", err)
+		}
+	}
+	if err := a.Send(ctx, 2, []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := b.Recv(ctx); err != nil || string(m.Data) != "after" {
+		t.Fatalf("Recv after the cancellations: %q, %v", m.Data, err)
+	}
+}
+
+// waitParked waits until r's reader is parked at the poller.
+func waitParked(t *testing.T, r *rail) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pollers.mu.Lock()
+		parked := slices.Contains(pollers.parked, r)
+		pollers.mu.Unlock()
+		if parked {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the reader never parked at the poller")
+		}
+		runtime.Gosched()
+	}
+}
+
+// TestBusyPollClose: closing connections whose readers are parked at the
+// poller ends them (no reader stays parked: Close returns and the poller
+// ends).
+func TestBusyPollClose(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("polling a socket without waiting needs Linux")
+	}
+	for range 5 {
+		a, b := pair(t, 3, Config{Token: NewToken(), BusyPoll: MaxBusyPoll})
+		ctx := context.Background()
+		if err := a.Send(ctx, 1, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Recv(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitParked(t, b.rails[0])
+		a.Close()
+		b.Close()
+	}
+	waitPollerIdle(t)
+	pollers.mu.Lock()
+	defer pollers.mu.Unlock()
+	if len(pollers.parked) != 0 || len(pollers.conns) != 0 {
+		t.Errorf("after Close: %d readers parked, %d connections polling; want none", len(pollers.parked), len(pollers.conns))
+	}
+}
