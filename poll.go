@@ -123,14 +123,20 @@ func (c *Conn) pollActive() {
 // Other goroutines run meanwhile. If it gives up, r counts as waiting in
 // the kernel until pollDone. The caller holds r.rdMu.
 func (c *Conn) busyPoll(r *rail) {
-	if !r.br.CanPoll() {
+	if !r.br.CanPoll() || r.br.Buffered() > 0 {
 		return
 	}
-	for !r.br.Poll() {
+	// No read of its own first: right after a frame the next one is
+	// seldom there yet, and the poller looks at every parked socket with
+	// one system call.
+	for {
 		if pollNow()-pollers.last.Load() > int64(c.cfg.BusyPoll) || park(r) == pollQuiet {
 			if !r.pollWait.Swap(true) {
 				pollers.waiting.Add(1)
 			}
+			return
+		}
+		if r.br.Poll() {
 			return
 		}
 	}
