@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -134,3 +135,35 @@ func TestQuickWriter(t *testing.T) {
 		t.Fatal("a quick writer for a net.Pipe")
 	}
 }
+
+// TestRawIONeedsNonBlocking: a connection whose descriptor blocks gets
+// neither polling nor quick writes (a raw system call on it could block
+// the thread behind the runtime's back).
+func TestRawIONeedsNonBlocking(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("polling a socket without waiting needs Linux")
+	}
+	c, _ := tcpPair(t)
+	f, err := c.(*net.TCPConn).File() // a duplicate of the descriptor
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_ = f.Fd() // puts it in blocking mode
+	bc := blockingConn{Conn: c, f: f}
+	if r := NewReader(bc, 4096); r.CanPoll() || r.FD() != -1 {
+		t.Error("a blocking descriptor can poll")
+	}
+	if NewQuickWriter(bc) != nil {
+		t.Error("a quick writer for a blocking descriptor")
+	}
+}
+
+// blockingConn is a net.Conn whose SyscallConn is a descriptor in
+// blocking mode.
+type blockingConn struct {
+	net.Conn
+	f *os.File
+}
+
+func (b blockingConn) SyscallConn() (syscall.RawConn, error) { return b.f.SyscallConn() }

@@ -106,7 +106,11 @@ func pollFor(c net.Conn) (pollFunc, int) {
 		return nil, -1
 	}
 	fd := -1
-	if raw.Control(func(f uintptr) { fd = int(f) }) != nil {
+	if raw.Control(func(f uintptr) {
+		if nonBlocking(f) {
+			fd = int(f)
+		}
+	}) != nil || fd < 0 {
 		return nil, -1
 	}
 	p := &poller{}
@@ -179,6 +183,10 @@ func NewQuickWriter(c net.Conn) *QuickWriter {
 	if err != nil {
 		return nil
 	}
+	ok = false
+	if raw.Control(func(fd uintptr) { ok = nonBlocking(fd) }) != nil || !ok {
+		return nil
+	}
 	q := &QuickWriter{raw: raw}
 	q.fn = q.write
 	return q
@@ -225,4 +233,12 @@ func (q *QuickWriter) write(fd uintptr) bool {
 		q.n, q.err = 0, e
 	}
 	return true
+}
+
+// nonBlocking reports whether fd is in non-blocking mode (Go's sockets
+// are; a descriptor a custom net.Conn hands out might not be, and a raw
+// read or write on it could block the thread without the runtime knowing).
+func nonBlocking(fd uintptr) bool {
+	fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
+	return err == nil && fl&unix.O_NONBLOCK != 0
 }
