@@ -80,6 +80,7 @@ func (b *Reader) Poll() bool {
 	}
 	n, err := b.poll(b.buf[:b.ahead])
 	if n > 0 {
+		ioAcquire()
 		b.r, b.w = 0, n
 		b.reads.Add(1)
 		return true

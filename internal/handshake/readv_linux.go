@@ -35,6 +35,9 @@ func readvFor(c net.Conn) (readvFunc, func()) {
 		v.n, v.err = 0, nil // Read may fail (deadline) without calling fn
 		err := raw.Read(v.fn)
 		n, rerr := v.n, v.err
+		if n > 0 {
+			ioAcquire()
+		}
 		v.iov[0], v.iov[1], v.cur, v.err = nil, nil, nil, nil
 		if err == nil {
 			err = rerr
@@ -206,6 +209,9 @@ func (q *QuickWriter) Write(bufs [][]byte) (int, error) {
 	n, werr := q.n, q.err
 	q.bufs, q.err = nil, nil
 	clear(q.iov)
+	if n > 0 {
+		ioRelease()
+	}
 	if err != nil {
 		return 0, err
 	}
