@@ -31,19 +31,25 @@ func TestBusyPollConfig(t *testing.T) {
 // the polling connections have been quiet for their BusyPoll).
 func waitPollerIdle(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	waitFor(ctx, t, "the poller goroutine to end after the last message", func() bool {
 		pollers.mu.Lock()
-		running := pollers.running
-		pollers.mu.Unlock()
-		if !running {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the poller goroutine still runs 10 s after the last message")
-		}
-		runtime.Gosched()
-	}
+		defer pollers.mu.Unlock()
+		return !pollers.running
+	})
+}
+
+// waitParked waits until r's reader is parked at the poller.
+func waitParked(t *testing.T, r *rail) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	waitFor(ctx, t, "the reader to park at the poller", func() bool {
+		pollers.mu.Lock()
+		defer pollers.mu.Unlock()
+		return slices.Contains(pollers.parked, r)
+	})
 }
 
 // TestBusyPollPingPong: two connections that poll, over one and three
@@ -142,24 +148,6 @@ func TestBusyPollRecvCancel(t *testing.T) {
 	}
 	if m, err := b.Recv(ctx); err != nil || string(m.Data) != "after" {
 		t.Fatalf("Recv after the cancellations: %q, %v", m.Data, err)
-	}
-}
-
-// waitParked waits until r's reader is parked at the poller.
-func waitParked(t *testing.T, r *rail) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		pollers.mu.Lock()
-		parked := slices.Contains(pollers.parked, r)
-		pollers.mu.Unlock()
-		if parked {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the reader never parked at the poller")
-		}
-		runtime.Gosched()
 	}
 }
 
