@@ -256,7 +256,7 @@ func collNotes(p CollPlan, torch string) []string {
 				"one Gloo device per rail, and torch picks one per call (collectives in turn by sequence number, send/recv by tag; "+
 				"gloo_osu uses tag 0, so rail0), never striping one call", s, torch, strings.Join(railDevNames(len(p.Lab.Rates)), ",")))
 		default:
-			notes = append(notes, s+": `multirail osu` under the same mpirun and rsh agent, rails found from the hosts' NICs with MULTIRAIL_IFNAME=rail, MULTIRAIL_SCHED="+strings.TrimPrefix(s, MultirailPrefix)+", GOMAXPROCS=1 (the ranks share the machine's cores)")
+			notes = append(notes, s+": `multirail osu` under the same mpirun and rsh agent, rails found from the hosts' NICs with MULTIRAIL_IFNAME=rail, MULTIRAIL_SCHED="+strings.TrimPrefix(s, MultirailPrefix)+", GOMAXPROCS=1 (the ranks share the machine's cores), busy polling for the communicator's default 200 us")
 		}
 	}
 	return notes
