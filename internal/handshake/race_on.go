@@ -14,7 +14,7 @@ import "sync/atomic"
 // cost nothing (race_off.go).
 var ioSync atomic.Uint64
 
-// ioRelease follows a write that put bytes on the wire.
+// ioRelease precedes a write that may put bytes on the wire.
 func ioRelease() { ioSync.Add(1) }
 
 // ioAcquire follows a read that returned bytes.

@@ -205,13 +205,11 @@ const QuickMax = 64 << 10
 // a nil error when the socket's buffer is full.
 func (q *QuickWriter) Write(bufs [][]byte) (int, error) {
 	q.bufs, q.n, q.err = bufs, 0, nil
+	ioRelease() // before the bytes leave, as internal/poll's Write does
 	err := q.raw.Write(q.fn)
 	n, werr := q.n, q.err
 	q.bufs, q.err = nil, nil
 	clear(q.iov)
-	if n > 0 {
-		ioRelease()
-	}
 	if err != nil {
 		return 0, err
 	}
