@@ -1,9 +1,12 @@
 package handshake
 
 import (
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -99,8 +102,9 @@ func NewState(initiator bool, prologue []byte, psk [32]byte, rnd io.Reader) (*no
 // frames so far as the nonce. The rail is a byte stream in order, so a
 // frame that is altered, dropped, replayed or moved fails to open.
 type Cipher struct {
-	c noise.Cipher
-	n uint64
+	aead  cipher.AEAD
+	n     uint64
+	nonce [12]byte // Noise's AESGCM nonce: 4 zero bytes, then n big-endian
 }
 
 // NewCipher returns the Cipher of one direction from a CipherState of
@@ -110,14 +114,30 @@ type Cipher struct {
 // protocol other than a rail's (the rendezvous, package comm/rdzv) seal
 // its frames after a handshake run with NewState. The CipherState must
 // not be used after this.
-func NewCipher(cs *noise.CipherState) *Cipher { return &Cipher{c: cs.Cipher(), n: cs.Nonce()} }
+//
+// It seals as the state's own Cipher would (Noise's AESGCM, Protocol),
+// through crypto/cipher directly so that no call allocates: a frame's
+// nonce lives in the Cipher, not in a fresh slice per call.
+func NewCipher(cs *noise.CipherState) *Cipher {
+	k := cs.UnsafeKey()
+	b, err := aes.NewCipher(k[:])
+	if err != nil {
+		panic("handshake: " + err.Error()) // a 32-byte key always makes a cipher
+	}
+	aead, err := cipher.NewGCM(b)
+	if err != nil {
+		panic("handshake: " + err.Error())
+	}
+	return &Cipher{aead: aead, n: cs.Nonce()}
+}
 
 // Overhead is what sealing adds to a frame.
 const Overhead = wire.TagSize
 
 // Seal appends the sealed plaintext to dst.
 func (c *Cipher) Seal(dst, plaintext []byte) []byte {
-	out := c.c.Encrypt(dst, c.n, nil, plaintext)
+	binary.BigEndian.PutUint64(c.nonce[4:], c.n)
+	out := c.aead.Seal(dst, c.nonce[:], plaintext, nil)
 	c.n++
 	return out
 }
@@ -126,7 +146,8 @@ func (c *Cipher) Seal(dst, plaintext []byte) []byte {
 // wrapping ErrAuth when sealed is not the next frame of this direction.
 // Opening in place (dst = sealed[:0]) is allowed.
 func (c *Cipher) Open(dst, sealed []byte) ([]byte, error) {
-	out, err := c.c.Decrypt(dst, c.n, nil, sealed)
+	binary.BigEndian.PutUint64(c.nonce[4:], c.n)
+	out, err := c.aead.Open(dst, c.nonce[:], sealed, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: frame %d does not open", ErrAuth, c.n)
 	}
