@@ -115,14 +115,35 @@ func (c *Conn) fillStates() {
 // message has been handed to the rails, cancelling ctx makes Send return
 // ctx's error, but the message stays in flight and will be delivered unless
 // the connection fails; msg must then not be modified before Close.
-func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
+func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) error {
+	_, err := c.send(ctx, tag, msg, false)
+	return err
+}
+
+// TrySend sends msg with tag as Send does if that needs no wait for the
+// peer: msg is eager (at most Config.EagerLimit bytes) and the peer's
+// flow-control credit covers it now. Otherwise it sends nothing and
+// returns false, nil; errors are Send's. It lets a caller that must also
+// receive (an exchange between two ranks) send from its own goroutine
+// without risking that both ends wait for credit that only their pending
+// receives would return.
+func (c *Conn) TrySend(tag uint32, msg []byte) (bool, error) {
+	if len(msg) > c.cfg.EagerLimit {
+		return false, nil
+	}
+	return c.send(context.Background(), tag, msg, true)
+}
+
+// send is Send; with try it gives up (false, nil) instead of waiting for
+// credit, and is only called for eager messages.
+func (c *Conn) send(ctx context.Context, tag uint32, msg []byte, try bool) (sent bool, err error) {
 	released := false
 	if int64(len(msg)) > c.cfg.MaxMessageSize {
-		return fmt.Errorf("%w: %d bytes, MaxMessageSize is %d", ErrTooLarge, len(msg), c.cfg.MaxMessageSize)
+		return false, fmt.Errorf("%w: %d bytes, MaxMessageSize is %d", ErrTooLarge, len(msg), c.cfg.MaxMessageSize)
 	}
 	cost := reasm.Cost(uint64(len(msg)))
 	if uint64(len(msg)) > c.peerMax || cost > c.peerWindow {
-		return fmt.Errorf("%w: %d bytes, the peer accepts at most %d", ErrTooLarge, len(msg), min(c.peerMax, reasm.Largest(c.peerWindow)))
+		return false, fmt.Errorf("%w: %d bytes, the peer accepts at most %d", ErrTooLarge, len(msg), min(c.peerMax, reasm.Largest(c.peerWindow)))
 	}
 	c.pollActive() // the answer may come soon: poll for it
 	eager := len(msg) <= c.cfg.EagerLimit
@@ -134,9 +155,9 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 		select {
 		case c.enqueuing <- struct{}{}:
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		case <-c.closed:
-			return c.closedErr()
+			return false, c.closedErr()
 		}
 		defer func() {
 			if !released {
@@ -146,20 +167,24 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 	}
 	c.mu.Lock()
 	for c.usedCredit+cost > c.peerCredit {
+		if try {
+			c.mu.Unlock()
+			return false, nil
+		}
 		ch := c.changedLocked()
 		c.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		case <-c.closed:
-			return c.closedErr()
+			return false, c.closedErr()
 		}
 		c.mu.Lock()
 	}
 	if err := c.closedErrNonBlocking(); err != nil {
 		c.mu.Unlock()
-		return err
+		return false, err
 	}
 	c.usedCredit += cost
 	id := c.nextID
@@ -185,7 +210,7 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 		r, now, err := c.railLocked(min(seg, len(msg)-off) + wire.DataHeaderSize)
 		if err != nil {
 			c.mu.Unlock()
-			return err
+			return false, err
 		}
 		end := min(off+seg, len(msg))
 		if !eager && r != nil {
@@ -249,20 +274,20 @@ func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) (err error) {
 		last.signal()
 	}
 	if eager {
-		return nil
+		return true, nil
 	}
 	select {
 	case <-om.done:
-		return nil
+		return true, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	case <-c.closed:
 		select {
 		case <-om.done:
-			return nil
+			return true, nil
 		default:
 		}
-		return c.closedErr()
+		return false, c.closedErr()
 	}
 }
 

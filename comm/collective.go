@@ -162,6 +162,14 @@ func (x *collCall) Send(ctx context.Context, dst, step int, b []byte) error {
 	return x.c.sendTo(ctx, x.c.ranks[dst], collConnTag(x.c.id, h.seq), h, b, x.name())
 }
 
+// TrySend makes collCall a coll.TrySender: an eager message that the
+// peer's credit covers goes out from the caller's goroutine.
+func (x *collCall) TrySend(ctx context.Context, dst, step int, b []byte) (bool, error) {
+	h := x.h
+	h.tag = int32(step)
+	return x.c.sendVia(ctx, x.c.ranks[dst], collConnTag(x.c.id, h.seq), h, b, x.name(), true)
+}
+
 func (x *collCall) Recv(ctx context.Context, src, step int) ([]byte, error) {
 	return x.c.cs.collRecv(ctx, x, x.c.ranks[src], int32(step))
 }

@@ -419,7 +419,8 @@ func (w *world) deliver(ctx context.Context, p *peer, h header, payload []byte) 
 	}
 	cs := w.ctxStateLocked(h.ctx)
 	p.held += n
-	in := &inMsg{src: p.rank, h: h, data: payload, cost: n, from: p}
+	in := newInMsg()
+	*in = inMsg{src: p.rank, h: h, data: payload, cost: n, from: p}
 	if h.kind == kindP2P {
 		cs.arriveP2PLocked(in)
 	} else {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // inMsg is a message that arrived from a peer (or from this rank).
@@ -42,7 +43,25 @@ type collKey struct {
 
 type collSlot struct {
 	in    *inMsg
-	ready chan struct{} // closed when in arrives (a receiver waits)
+	ready chan struct{} // gets a token when in arrives (a receiver waits)
+}
+
+// A collective's steps are small and many: the receiver's wake-up
+// channels and the messages of collective steps are reused (most of
+// what a small allreduce allocated per message, and fresh memory costs a
+// page fault here until the heap is warm).
+var (
+	readyPool = sync.Pool{New: func() any { return make(chan struct{}, 1) }}
+	inPool    = sync.Pool{New: func() any { return new(inMsg) }}
+)
+
+// newInMsg returns a zeroed inMsg, reused when a collective's step was
+// received (putInMsg).
+func newInMsg() *inMsg { return inPool.Get().(*inMsg) }
+
+func putInMsg(in *inMsg) {
+	*in = inMsg{}
+	inPool.Put(in)
 }
 
 type probe struct {
@@ -136,7 +155,7 @@ func (cs *ctxState) arriveCollLocked(in *inMsg) {
 		cs.w.releaseLocked(in)
 	default:
 		s.in = in
-		close(s.ready)
+		s.ready <- struct{}{} // capacity 1, and only the arrival sends
 	}
 }
 
@@ -253,7 +272,7 @@ func (cs *ctxState) collRecv(ctx context.Context, call *collCall, src int, step 
 			return nil, &PeerError{Rank: cs.comm.index[src], Op: call.name(), Err: err}
 		}
 		if s == nil {
-			s = &collSlot{ready: make(chan struct{})}
+			s = &collSlot{ready: readyPool.Get().(chan struct{})}
 			cs.coll[k] = s
 		}
 		w.mu.Unlock()
@@ -283,10 +302,22 @@ func (cs *ctxState) collRecv(ctx context.Context, call *collCall, src int, step 
 	delete(cs.coll, k)
 	w.releaseLocked(in)
 	w.mu.Unlock()
-	if err := call.check(cs.comm.index[src], in.h); err != nil {
+	if s.ready != nil {
+		// The arrival's token, unless the select took it: once in is
+		// set nobody sends on ready again, so it can serve another wait.
+		select {
+		case <-s.ready:
+		default:
+		}
+		readyPool.Put(s.ready)
+	}
+	err := call.check(cs.comm.index[src], in.h)
+	data := in.data
+	putInMsg(in)
+	if err != nil {
 		return nil, err
 	}
-	return in.data, nil
+	return data, nil
 }
 
 // Request is a nonblocking operation in progress (Isend, Irecv).

@@ -37,37 +37,50 @@ func (c *Comm) Send(ctx context.Context, dst, tag int, data []byte) error {
 
 // sendTo sends header h and payload to world rank wr.
 func (c *Comm) sendTo(ctx context.Context, wr int, connTag uint32, h header, data []byte, op string) error {
+	_, err := c.sendVia(ctx, wr, connTag, h, data, op, false)
+	return err
+}
+
+// sendVia is sendTo; with try it sends only if that needs no wait for the
+// peer (multirail.Conn.TrySend) and reports whether it sent.
+func (c *Comm) sendVia(ctx context.Context, wr int, connTag uint32, h header, data []byte, op string, try bool) (bool, error) {
 	w := c.w
 	w.mu.Lock()
 	if err := w.abort; err != nil {
 		w.mu.Unlock()
-		return err
+		return false, err
 	}
 	if w.closed {
 		w.mu.Unlock()
-		return ErrClosed
+		return false, ErrClosed
 	}
 	w.mu.Unlock()
+	conn := w.peers[wr].conn
 	buf := getBuf(headerSize + len(data))
 	b := appendHeader((*buf)[:0], h)
 	b = append(b, data...)
-	err := w.peers[wr].conn.Send(ctx, connTag, b)
+	sent, err := true, error(nil)
+	if try {
+		sent, err = conn.TrySend(connTag, b)
+	} else {
+		err = conn.Send(ctx, connTag, b)
+	}
 	if err == nil {
 		*buf = b
-		putBuf(buf)
-		return nil
+		putBuf(buf) // eager or complete: the transport holds b no more
+		return sent, nil
 	}
 	// On an error the transport may still hold b: leave it to the GC.
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		return err
+		return false, err
 	}
 	w.mu.Lock()
 	abort := w.abort
 	w.mu.Unlock()
 	if abort != nil {
-		return abort
+		return false, abort
 	}
-	return &PeerError{Rank: c.index[wr], Op: op, Err: err}
+	return false, &PeerError{Rank: c.index[wr], Op: op, Err: err}
 }
 
 // Recv receives a message from rank src (or AnySource) with tag (or

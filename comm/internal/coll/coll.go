@@ -28,6 +28,18 @@ type Transport interface {
 	Recv(ctx context.Context, src, step int) ([]byte, error)
 }
 
+// TrySender is a Transport that can send at once when that needs no wait
+// for the peer. An exchange (a rank sending to one peer while receiving
+// from another) then sends from the calling goroutine, and sends
+// concurrently with the receive only when TrySend declines: a small
+// exchange costs no goroutine.
+type TrySender interface {
+	// TrySend sends b to rank dst as step `step`, as Send does, if that
+	// needs no wait for the peer, and reports whether it sent; when it
+	// declines nothing was sent and the triple is still unused.
+	TrySend(ctx context.Context, dst, step int, b []byte) (bool, error)
+}
+
 // Number is the element type of the collectives' buffers. On the wire
 // elements are little-endian IEEE 754 or two's complement values of their
 // size (4 or 8 bytes).

@@ -1,6 +1,7 @@
 package coll
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -55,7 +56,7 @@ func TestMatrix(t *testing.T) {
 								c: c, algo: algo, n: n, count: count, root: root,
 								typ:  types[i%4],
 								op:   Op((i / 4) % 4),
-								opts: meshOpts{failRank: -1, misalign: i%3 == 0, rendezvous: i%5 == 0},
+								opts: meshOpts{failRank: -1, misalign: i%3 == 0, rendezvous: i%5 == 0, try: i%2 == 0},
 								seed: uint64(i),
 							}
 							i++
@@ -185,6 +186,38 @@ func TestRingPipelined(t *testing.T) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// TestTrySendExchanges: over a transport that can send at once
+// (TrySender), the exchanges of recursive doubling send from the calling
+// goroutine when TrySend accepts and fall back to a concurrent send when
+// it declines, and the result is the same.
+func TestTrySendExchanges(t *testing.T) {
+	for _, try := range []bool{false, true} {
+		m := newMesh(4, meshOpts{failRank: -1, try: try})
+		out := make([][]int64, 4)
+		errs := runRanks(context.Background(), m, -1, true, func(ctx context.Context, tr Transport) error {
+			buf := []int64{int64(tr.Rank() + 1), 10}
+			out[tr.Rank()] = buf
+			return Allreduce(ctx, tr, buf, Sum, RecursiveDoubling)
+		})
+		for r, err := range errs {
+			if err != nil {
+				t.Fatalf("try=%v rank %d: %v", try, r, err)
+			}
+			if out[r][0] != 10 || out[r][1] != 40 {
+				t.Fatalf("try=%v rank %d: got %v, want [10 40]", try, r, out[r])
+			}
+		}
+		if err := m.verify(); err != nil {
+			t.Fatal(err)
+		}
+		// 4 ranks x 2 exchanges; the mesh declines the triples whose
+		// rank+dst+step is a multiple of 3.
+		if got := m.tried.Load(); (got > 0) != try || got >= 8 {
+			t.Fatalf("try=%v: %d of 8 sends went through TrySend", try, got)
 		}
 	}
 }

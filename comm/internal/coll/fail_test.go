@@ -52,7 +52,7 @@ func TestFailingRank(t *testing.T) {
 				for _, n := range []int{2, 3, 5, 8} {
 					for fail := range n {
 						for _, at := range []int{0, 1, 3} {
-							m := newMesh(n, meshOpts{failRank: fail, failAt: at, rendezvous: at == 1})
+							m := newMesh(n, meshOpts{failRank: fail, failAt: at, rendezvous: at == 1, try: at == 3})
 							errs := runRanks(context.Background(), m, -1, true, func(ctx context.Context, tr Transport) error {
 								return call(ctx, tr, c, algo, 2*n+1)
 							})

@@ -21,6 +21,10 @@ type meshOpts struct {
 	// misalign delivers some messages (depending on src, dst and step) in
 	// buffers misaligned for 4- and 8-byte elements.
 	misalign bool
+	// try gives the endpoints a TrySend (TrySender) that sends when the
+	// mailbox would not make Send wait (not rendezvous) and declines one
+	// triple in three, so that exchanges take both paths.
+	try bool
 	// failRank's Send and Recv fail with errInjected from its failAt-th
 	// call on (counting from 0); failRank < 0 for none.
 	failRank, failAt int
@@ -42,6 +46,8 @@ type mailbox struct {
 type mesh struct {
 	n    int
 	opts meshOpts
+
+	tried atomic.Int64 // sends made by TrySend
 
 	mu         sync.Mutex
 	boxes      map[meshKey]*mailbox
@@ -148,6 +154,14 @@ func (e *endpoint) Send(ctx context.Context, dst, step int, b []byte) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+func (e *endpoint) TrySend(ctx context.Context, dst, step int, b []byte) (bool, error) {
+	if !e.m.opts.try || e.m.opts.rendezvous || (e.rank+dst+step)%3 == 0 {
+		return false, nil
+	}
+	e.m.tried.Add(1)
+	return true, e.Send(ctx, dst, step, b)
 }
 
 func (e *endpoint) Recv(ctx context.Context, src, step int) ([]byte, error) {

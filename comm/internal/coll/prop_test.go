@@ -25,6 +25,7 @@ func TestProperty(t *testing.T) {
 				failRank:   -1,
 				misalign:   rapid.Bool().Draw(t, "misalign"),
 				rendezvous: rapid.Bool().Draw(t, "rendezvous"),
+				try:        rapid.Bool().Draw(t, "try"),
 			},
 			seed: rapid.Uint64().Draw(t, "seed"),
 		}

@@ -182,8 +182,23 @@ func recvErr(src, step int, err error) error {
 
 // sendRecv sends sbuf to dst as step sstep while receiving step rstep
 // from src. It returns when both are done, with the first error; a failure
-// of either cancels the other.
+// of either cancels the other. The send goes first from this goroutine
+// when the transport can send it without waiting (TrySender), else
+// concurrently with the receive.
 func sendRecv(ctx context.Context, t Transport, dst, sstep int, sbuf []byte, src, rstep int) ([]byte, error) {
+	if ts, ok := t.(TrySender); ok {
+		sent, err := ts.TrySend(ctx, dst, sstep, sbuf)
+		if err != nil {
+			return nil, sendErr(dst, sstep, err)
+		}
+		if sent {
+			b, err := t.Recv(ctx, src, rstep)
+			if err != nil {
+				return nil, recvErr(src, rstep, err)
+			}
+			return b, nil
+		}
+	}
 	g := newGroup(ctx)
 	g.spawn(func(ctx context.Context) error {
 		if err := t.Send(ctx, dst, sstep, sbuf); err != nil {
