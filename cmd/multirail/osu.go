@@ -182,8 +182,9 @@ nccl-tests': algbw = S / time with S the whole buffer (n x size for allgather
 and alltoall), busbw = algbw x 2(n-1)/n (allreduce), (n-1)/n (allgather,
 reduce-scatter, alltoall), 1 (bcast).
 
-Iterations (--iters/--warmup 0): latency and collectives 1000/100 up to 8 KiB,
-100/10 below 1 MiB, 20/2 from 1 MiB. bw and bibw: 100/10 windows up to 8 KiB,
+Iterations (--iters/--warmup 0): up to 8 KiB OSU's (latency 10000/100,
+collectives 1000/100), then 100/10 below 1 MiB and 20/2 from 1 MiB (OSU: 1000/10
+and 100/10, too long on slow rails). bw and bibw: 100/10 windows up to 8 KiB,
 then enough windows to move about 128 MiB (3..20, plus a tenth to warm up, at
 least 1): a 4 MiB bw point moves 3+1 windows of 64 x 4 MiB = 1 GiB, about 25 s
 at 350 Mbit/s; the default sizes take under a minute there (bw 1:1MiB on

@@ -26,8 +26,8 @@ func TestDefaultIters(t *testing.T) {
 		size          int
 		iters, warmup int
 	}{
-		{Latency, 1, 1000, 100},
-		{Latency, 8 << 10, 1000, 100},
+		{Latency, 1, 10000, 100},
+		{Latency, 8 << 10, 10000, 100},
 		{Latency, 16 << 10, 100, 10},
 		{Latency, 1 << 20, 20, 2},
 		{Coll, 4, 1000, 100},

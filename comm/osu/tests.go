@@ -104,8 +104,9 @@ const (
 
 // DefaultIters returns the iterations and warm-up iterations of a
 // point of size bytes when Plan.Iters and Plan.Warmup are 0, shrinking with the
-// size as OSU's do: 1000/100 up to 8 KiB, 100/10 below 1 MiB, 20/2 from
-// 1 MiB (latency and collectives). bw and bibw run 100/10 windows up to 8
+// size as OSU's do: up to 8 KiB OSU's own counts (latency 10000/100,
+// collectives 1000/100), then fewer than OSU's 1000/10 and 100/10 so that
+// slow rails finish: 100/10 below 1 MiB, 20/2 from 1 MiB. bw and bibw run 100/10 windows up to 8
 // KiB, then as many windows of 64 messages as move about 128 MiB, at
 // least 3 and at most 20 (OSU's large-message count), plus a tenth of that
 // (at least 1) to warm up: a 4 MiB point moves 3+1 windows of 64 x 4 MiB,
@@ -120,6 +121,8 @@ func DefaultIters(kind Kind, size int) (iters, warmup int) {
 		return iters, max(1, iters/10)
 	}
 	switch {
+	case size <= smallSize && kind == Latency:
+		return 10000, 100
 	case size <= smallSize:
 		return 1000, 100
 	case size < largeSize:

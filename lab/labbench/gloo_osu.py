@@ -222,6 +222,8 @@ def iters_for(p, size):
         else:
             iters = min(max(BW_BUDGET // (WINDOW * size), 3), 20)
             warmup = max(1, iters // 10)
+    elif size <= SMALL_SIZE and p.test.kind == LATENCY:
+        iters, warmup = 10000, 100
     elif size <= SMALL_SIZE:
         iters, warmup = 1000, 100
     elif size < LARGE_SIZE:

@@ -37,8 +37,9 @@
  * and without duplicates; a collective's sizes are rounded down to whole
  * 4-byte elements and those below 4 bytes dropped; the barrier has one size,
  * 0. ITERS and WARMUP (0..1000000) are the timed and untimed iterations per
- * size, 0 or absent for the defaults by size: latency and collectives
- * 1000/100 up to 8 KiB, 100/10 below 1 MiB, 20/2 from 1 MiB; bw and bibw
+ * size, 0 or absent for the defaults by size: up to 8 KiB latency
+ * 10000/100 and collectives 1000/100 (OSU's), then 100/10 below 1 MiB and
+ * 20/2 from 1 MiB; bw and bibw
  * 100/10 windows up to 8 KiB, then as many windows of 64 messages as move
  * about 128 MiB (3..20), plus a tenth of that (at least 1) to warm up.
  * --validate checks every received message and result against its closed
@@ -248,7 +249,9 @@ static void iters_for(const struct plan *p, long size, long *iters, long *warmup
         }
         break;
     default:
-        if (size <= SMALL_SIZE)
+        if (size <= SMALL_SIZE && p->test->kind == LATENCY)
+            *iters = 10000, *warmup = 100;
+        else if (size <= SMALL_SIZE)
             *iters = 1000, *warmup = 100;
         else if (size < LARGE_SIZE)
             *iters = 100, *warmup = 10;
