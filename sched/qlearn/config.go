@@ -89,6 +89,16 @@ type Config struct {
 	// (waiting blocks the sender, which delays the segments behind too).
 	// 0 never waits while a rail has room. In [0, 1e6]. Default 2.
 	WaitFactor *float64
+	// OutlierFactor bounds what one delay sample teaches the improved
+	// preset: a sample above OutlierFactor times the current value of its
+	// entry counts as that much. A process descheduled for a few
+	// milliseconds makes the one segment it was waiting for look hundreds
+	// of times slower than its rail is; taken whole, that sample drove a
+	// rail's value above a slower rail's for thousands of decisions
+	// (exploration re-tries a rail rarely), while a rail that really slows
+	// down still raises its value by a factor 1 + Beta x (OutlierFactor -
+	// 1) per sample. In [1, 1e9]. Default 4.
+	OutlierFactor float64
 	// History is the capacity of each rail's record of queued decisions
 	// (improved preset), rounded up to a power of two; twice as many
 	// records of segments in flight are kept. It should be at least the
@@ -112,6 +122,7 @@ type params struct {
 	queueFactor, penalty  float64
 	randomTies            bool
 	waitFactor            float64
+	outlier               float64
 	eps, epsMin, epsDecay float64
 	history               int
 }
@@ -119,7 +130,7 @@ type params struct {
 // Defaults returns the preset's defaults as a Config with every field set.
 func Defaults(p Preset) Config {
 	c := Config{K: 16, QueueFactor: 1, Penalty: F(4), Epsilon: F(0.02), EpsilonMin: F(0.002),
-		EpsilonDecay: 1000, History: 64, WaitFactor: F(2)}
+		EpsilonDecay: 1000, History: 64, WaitFactor: F(2), OutlierFactor: 4}
 	if p == Patent {
 		c.Beta, c.Gamma = F(0.1), F(0.8)
 	} else {
@@ -144,7 +155,10 @@ func (c Config) validate(p Preset) (params, error) {
 		gamma: deref(c.Gamma, d.Gamma), penalty: deref(c.Penalty, d.Penalty),
 		randomTies: c.RandomTies, waitFactor: deref(c.WaitFactor, d.WaitFactor),
 		eps: deref(c.Epsilon, d.Epsilon), epsMin: deref(c.EpsilonMin, d.EpsilonMin),
-		epsDecay: c.EpsilonDecay, history: c.History,
+		epsDecay: c.EpsilonDecay, history: c.History, outlier: c.OutlierFactor,
+	}
+	if out.outlier == 0 {
+		out.outlier = d.OutlierFactor
 	}
 	if out.k == 0 {
 		out.k = d.K
@@ -181,6 +195,8 @@ func (c Config) validate(p Preset) (params, error) {
 		return out, fmt.Errorf("%w: %s: EpsilonDecay = %v, need 1..1e9 decisions", ErrConfig, p, out.epsDecay)
 	case !in(out.waitFactor, 0, 1e6):
 		return out, fmt.Errorf("%w: %s: WaitFactor = %v, need 0..1e6", ErrConfig, p, out.waitFactor)
+	case !in(out.outlier, 1, 1e9):
+		return out, fmt.Errorf("%w: %s: OutlierFactor = %v, need 1..1e9", ErrConfig, p, out.outlier)
 	case out.history < 1 || out.history > 65536:
 		return out, fmt.Errorf("%w: %s: History = %d, need 1..65536", ErrConfig, p, out.history)
 	}
@@ -190,11 +206,11 @@ func (c Config) validate(p Preset) (params, error) {
 func in(x, lo, hi float64) bool { return x >= lo && x <= hi } // false for NaN
 
 // optionNames lists the keys ParseOptions accepts.
-const optionNames = "k, beta, gamma, queue-factor, penalty, random-ties, epsilon, epsilon-min, epsilon-decay, wait-factor, history"
+const optionNames = "k, beta, gamma, queue-factor, penalty, random-ties, epsilon, epsilon-min, epsilon-decay, wait-factor, outlier-factor, history"
 
 // ParseOptions parses "key=value,key=value" (keys: k, beta, gamma,
 // queue-factor, penalty, random-ties, epsilon, epsilon-min, epsilon-decay,
-// wait-factor, history) into a Config. It checks syntax only; ranges are checked when a
+// wait-factor, outlier-factor, history) into a Config. It checks syntax only; ranges are checked when a
 // scheduler is built (New).
 func ParseOptions(s string) (Config, error) {
 	c, err := parseOptions(s)
@@ -260,6 +276,8 @@ func parseOptions(s string) (Config, error) {
 			c.EpsilonDecay = x
 		case "wait-factor":
 			c.WaitFactor = F(x)
+		case "outlier-factor":
+			c.OutlierFactor = x
 		default:
 			return c, fmt.Errorf("scheduler option %q: unknown key (keys: %s)", k, optionNames)
 		}

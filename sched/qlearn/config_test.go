@@ -41,6 +41,9 @@ func TestConfigValidate(t *testing.T) {
 		{"history", Improved, Config{History: 70000}, "History = 70000, need 1..65536"},
 		{"wait factor", Improved, Config{WaitFactor: F(-1)}, "WaitFactor = -1, need 0..1e6"},
 		{"never wait", Improved, Config{WaitFactor: F(0)}, ""},
+		{"outlier factor 1", Improved, Config{OutlierFactor: 1}, ""},
+		{"outlier factor below 1", Improved, Config{OutlierFactor: 0.5}, "OutlierFactor = 0.5, need 1..1e9"},
+		{"outlier factor negative", Improved, Config{OutlierFactor: -2}, "OutlierFactor = -2, need 1..1e9"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -86,13 +89,13 @@ func TestRegistered(t *testing.T) {
 }
 
 func TestParseOptions(t *testing.T) {
-	c, err := ParseOptions(" k=12, beta=0.3,gamma=0, queue-factor=2, penalty=3, random-ties=true, epsilon=0.2, epsilon-min=0, epsilon-decay=500, history=64 ")
+	c, err := ParseOptions(" k=12, beta=0.3,gamma=0, queue-factor=2, penalty=3, random-ties=true, epsilon=0.2, epsilon-min=0, epsilon-decay=500, outlier-factor=3, history=64 ")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.K != 12 || *c.Beta != 0.3 || c.Gamma == nil || *c.Gamma != 0 || c.QueueFactor != 2 ||
 		*c.Penalty != 3 || !c.RandomTies || *c.Epsilon != 0.2 || *c.EpsilonMin != 0 ||
-		c.EpsilonDecay != 500 || c.History != 64 {
+		c.EpsilonDecay != 500 || c.OutlierFactor != 3 || c.History != 64 {
 		t.Fatalf("ParseOptions = %+v", c)
 	}
 	if c, err := ParseOptions(""); err != nil || c.K != 0 || c.Gamma != nil {

@@ -25,7 +25,11 @@ type improved struct {
 	// q holds Q_i[l] at i*(k+1)+l: the expected delay in ns of a segment
 	// queued on rail i at level l, NaN while the entry has no sample. Level
 	// k stands for "rail i is full": the segment must first wait for room.
-	q     []float64
+	q []float64
+	// n counts the samples behind each entry of q, up to outlierAfter:
+	// an entry's first samples are taken whole, so that it reaches the
+	// rail's delay fast; later ones are bounded by OutlierFactor.
+	n     []uint8
 	rails []railRec
 
 	// recs holds, per rail, a record (decision time << 8 | level) for
@@ -75,6 +79,10 @@ func (a *argmin) offer(i int, v float64, s *improved) {
 // skipped, so that later pops stay matched with their segments.
 type fifo struct{ head, n, skip int32 }
 
+// outlierAfter is the number of samples of an entry after which
+// OutlierFactor bounds the next.
+const outlierAfter = 8
+
 // flyingFactor sizes the in-flight FIFOs relative to History: segments
 // that left the queue but are not acknowledged yet (socket buffers, the
 // network) can outnumber the queued ones.
@@ -92,7 +100,7 @@ func newImproved(base sched.Config, prm params) *improved {
 	m, k := base.Rails, prm.k
 	s := &improved{
 		m: m, k: k, prm: prm, rnd: base.Rand,
-		q: make([]float64, m*(k+1)), rails: make([]railRec, m),
+		q: make([]float64, m*(k+1)), n: make([]uint8, m*(k+1)), rails: make([]railRec, m),
 		qcap: pow2(prm.history), fcap: pow2(prm.history * flyingFactor),
 	}
 	for i := range s.q {
@@ -278,7 +286,13 @@ func (s *improved) Delivered(now int64, rail int, size int, delay int64, rails [
 	if rail < 0 || rail >= s.m {
 		return
 	}
-	s.observed = true
+	if !s.observed {
+		// Delays are measured to the peer's confirmation from now on:
+		// longer than the departure delays learned so far, and taken
+		// whole until each entry has its own samples again.
+		s.observed = true
+		clear(s.n)
+	}
 	if x, ok := pop(&s.rails[rail].flying, s.fbuf(rail), s.fcap); ok {
 		s.learn(rail, x, now, 0, rails)
 	}
@@ -304,10 +318,14 @@ func (s *improved) learn(rail int, x uint64, now int64, extra float64, rails []s
 	beta := s.prm.beta
 	c := rail*(s.k+1) + l
 	if q := s.q[c]; q == q {
+		if s.n[c] >= outlierAfter {
+			target = min(target, s.prm.outlier*q) // host noise, not the rail (OutlierFactor)
+		}
 		s.q[c] = q + beta*(target-q)
 	} else {
 		s.q[c] = target
 	}
+	s.n[c] = min(s.n[c]+1, outlierAfter)
 	per := target / float64(l+1)
 	if r := &s.rails[rail]; r.has {
 		r.perLvl += beta * (per - r.perLvl)

@@ -152,12 +152,13 @@ func TestPatentMatchesReference(t *testing.T) {
 
 // refImproved transcribes the improved preset without exploration.
 type refImproved struct {
-	m, k           int
-	beta, wait     float64
-	q              map[[2]int]float64 // {rail, level} -> delay; level k = "was full"
-	per            map[int]float64
-	queued, flying [][][2]int64 // per rail: {level, decision time}
-	observed       bool
+	m, k                int
+	beta, wait, outlier float64
+	q                   map[[2]int]float64 // {rail, level} -> delay; level k = "was full"
+	n                   map[[2]int]int     // samples behind each entry of q
+	per                 map[int]float64
+	queued, flying      [][][2]int64 // per rail: {level, decision time}
+	observed            bool
 }
 
 func (p *refImproved) level(r sched.RailState) int {
@@ -229,10 +230,14 @@ func (p *refImproved) learn(rail int, rec [2]int64, cost float64) {
 	l := int(rec[0])
 	key := [2]int{rail, l}
 	if old, ok := p.q[key]; ok {
+		if p.n[key] >= 8 {
+			cost = min(cost, p.outlier*old)
+		}
 		p.q[key] = old + p.beta*(cost-old)
 	} else {
 		p.q[key] = cost
 	}
+	p.n[key]++
 	if old, ok := p.per[rail]; ok {
 		p.per[rail] = old + p.beta*(cost/float64(l+1)-old)
 	} else {
@@ -258,7 +263,10 @@ func (p *refImproved) departed(now int64, rail, size int, rails []sched.RailStat
 }
 
 func (p *refImproved) delivered(now int64, rail int) {
-	p.observed = true
+	if !p.observed {
+		p.observed = true
+		clear(p.n)
+	}
 	if len(p.flying[rail]) == 0 {
 		return
 	}
@@ -274,12 +282,16 @@ func TestImprovedMatchesReference(t *testing.T) {
 		qcap := rapid.IntRange(1, 40).Draw(t, "qcap")
 		beta := rapid.Float64Range(0, 1).Draw(t, "beta")
 		wait := rapid.SampledFrom([]float64{0, 0.5, 1, 4}).Draw(t, "wait")
-		s, err := New(Improved, sched.Config{Rails: m}, Config{K: k, Beta: F(beta), Epsilon: F(0), EpsilonMin: F(0), WaitFactor: F(wait)})
+		outlier := rapid.SampledFrom([]float64{0, 1, 2.5, 4, 1e9}).Draw(t, "outlier")
+		s, err := New(Improved, sched.Config{Rails: m}, Config{K: k, Beta: F(beta), Epsilon: F(0), EpsilonMin: F(0), WaitFactor: F(wait), OutlierFactor: outlier})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ob := s.(sched.DeliveryObserver)
-		ref := &refImproved{m: m, k: k, beta: beta, wait: wait, q: map[[2]int]float64{}, per: map[int]float64{},
+		if outlier == 0 {
+			outlier = 4 // the default
+		}
+		ref := &refImproved{m: m, k: k, beta: beta, wait: wait, outlier: outlier, q: map[[2]int]float64{}, n: map[[2]int]int{}, per: map[int]float64{},
 			queued: make([][][2]int64, m), flying: make([][][2]int64, m)}
 		var now int64
 		for step := range rapid.IntRange(1, 80).Draw(t, "steps") {
@@ -384,5 +396,47 @@ func TestExplorationDecays(t *testing.T) {
 	s.(sched.Explainer).Explain(&x)
 	if x.Decisions != 19900 || x.Explorations == 0 {
 		t.Errorf("Explain: Decisions %d Explorations %d", x.Decisions, x.Explorations)
+	}
+}
+
+// TestOutlierKeepsBestRail: two idle rails deliver a small segment in 30
+// and 45 us; one 5 ms sample on the faster rail (its process was
+// descheduled) must not send the traffic to the slower rail for good.
+// Without the bound (OutlierFactor 1e9) it does: with exploration off the
+// faster rail is never tried again, which is why the bound exists.
+func TestOutlierKeepsBestRail(t *testing.T) {
+	for _, tc := range []struct {
+		factor float64
+		want   int // the rail of the decisions after the outlier
+	}{{0, 0}, {4, 0}, {1e9, 1}} {
+		s, err := New(Improved, sched.Config{Rails: 2}, Config{Epsilon: F(0), EpsilonMin: F(0), OutlierFactor: tc.factor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ob := s.(sched.DeliveryObserver)
+		rails := []sched.RailState{{Up: true, QueueCap: 16}, {Up: true, QueueCap: 16}}
+		delay := []int64{30e3, 45e3}
+		var now int64
+		send := func(extra int64) int {
+			r := s.Pick(now, 100, rails)
+			s.Departed(now, r, 100, 0, rails)
+			now += delay[r] + extra
+			ob.Delivered(now, r, 100, delay[r]+extra, rails)
+			return r
+		}
+		for range 20 {
+			send(0)
+		}
+		if r := send(0); r != 0 {
+			t.Fatalf("factor %v: before the outlier the segments go to rail %d, want 0", tc.factor, r)
+		}
+		send(5e6 - delay[0]) // rail 0, one 5 ms sample
+		counts := [2]int{}
+		for range 200 {
+			counts[send(0)]++
+		}
+		if counts[tc.want] != 200 {
+			t.Errorf("factor %v: after one 5 ms sample on rail 0 the next 200 segments went %v, want all on rail %d", tc.factor, counts, tc.want)
+		}
 	}
 }
