@@ -78,6 +78,16 @@ type Config struct {
 	// discard controller's constants and seed); Shared and the tags are
 	// set by the communicator.
 	Stage multirail.StageConfig
+	// KeepGOMAXPROCS leaves GOMAXPROCS alone. By default, when processes
+	// of other ranks of the job run on this machine's CPUs (the same
+	// kernel, whatever their host names and network namespaces) and the
+	// GOMAXPROCS environment variable is not set, Init lowers GOMAXPROCS
+	// to this process's share: GOMAXPROCS / processes, at least 1 (as MPI
+	// libraries yield when ranks outnumber cores). Ranks of one process
+	// (NewLocal) count once; a process that a CPU limit (a container's
+	// quota) already gave fewer than the machine's CPUs keeps its
+	// GOMAXPROCS.
+	KeepGOMAXPROCS bool
 	// Logger receives the communicator's logs (one line per peer at
 	// start, failures); nil discards them.
 	Logger *slog.Logger

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -146,6 +147,9 @@ type card struct {
 	LocalRank int           `json:"local_rank"`
 	Ifaces    []netif.Iface `json:"ifaces,omitempty"`
 	Emu       []string      `json:"emu,omitempty"`
+	// Proc identifies the process: kernel boot id, PID namespace and PID
+	// (procID). Ranks whose boot ids match share this machine's CPUs.
+	Proc string `json:"proc,omitempty"`
 }
 
 // hello is the first message on a connection, from the dialing rank.
@@ -238,7 +242,7 @@ func (b *boot) run(ctx context.Context) (*Comm, error) {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	port := b.ln.Addr().(*net.TCPAddr).Port
-	me := card{Host: info.Host, HostID: hostID(info.Host), Port: port, LocalRank: info.LocalRank}
+	me := card{Host: info.Host, HostID: hostID(info.Host), Port: port, LocalRank: info.LocalRank, Proc: procID()}
 	if me.Host == "" {
 		me.Host, _ = os.Hostname()
 	}
@@ -281,6 +285,9 @@ func (b *boot) run(ctx context.Context) (*Comm, error) {
 		if err := json.Unmarshal(d, &cards[r]); err != nil {
 			return nil, fmt.Errorf("rendezvous: rank %d's card: %w", r, err)
 		}
+	}
+	if !cfg.KeepGOMAXPROCS {
+		shareCPUs(cards, info.Rank, b.log)
 	}
 	w := &world{
 		rank: info.Rank, size: info.Size, localRank: info.LocalRank, localSize: info.LocalSize,
@@ -355,6 +362,63 @@ func hostID(host string) string {
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	ns, _ := os.Readlink("/proc/self/ns/net")
 	return host + "|" + strings.TrimSpace(string(boot)) + "|" + ns
+}
+
+// procID identifies this process on this machine: boot id, PID
+// namespace, PID.
+func procID() string {
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	ns, _ := os.Readlink("/proc/self/ns/pid")
+	return strings.TrimSpace(string(boot)) + "|" + ns + "|" + strconv.Itoa(os.Getpid())
+}
+
+// cpuSharers is the number of processes among cards that run on the
+// kernel of cards[me] (the same boot id), counting its own: they share
+// its CPUs, whatever host names and network namespaces they have. Ranks
+// of one process count once; a card without Proc counts for nobody.
+func cpuSharers(cards []card, me int) int {
+	boot, _, _ := strings.Cut(cards[me].Proc, "|")
+	if boot == "" {
+		return 1
+	}
+	procs := map[string]bool{}
+	for _, c := range cards {
+		if b, _, _ := strings.Cut(c.Proc, "|"); b == boot {
+			procs[c.Proc] = true
+		}
+	}
+	return max(1, len(procs))
+}
+
+// procsFor is the GOMAXPROCS of a process that shares procs (its
+// GOMAXPROCS) with sharers processes like it: an equal share, at least 1,
+// never more than procs.
+func procsFor(procs, sharers int) int {
+	return max(1, min(procs, procs/max(sharers, 1)))
+}
+
+// shareCPUs lowers GOMAXPROCS to this process's share of the machine's
+// CPUs when other ranks' processes run on them too, unless the
+// GOMAXPROCS environment variable chose it or a CPU limit (a container's
+// quota, which Go's default GOMAXPROCS follows) already gave this
+// process fewer than the machine's CPUs. Each rank busy-polls and
+// hands messages between goroutines; with more runnable threads than
+// CPUs those hand-offs wait for the kernel's scheduler (4 ranks on 2
+// CPUs: an 8-byte allreduce took 780 us with GOMAXPROCS 2 against 336
+// with 1, a 2-rank ping-pong 75 us against 19; docs/comm.md).
+func shareCPUs(cards []card, me int, log *slog.Logger) {
+	if _, set := os.LookupEnv("GOMAXPROCS"); set {
+		return
+	}
+	n := cpuSharers(cards, me)
+	cur := runtime.GOMAXPROCS(0)
+	if cur < runtime.NumCPU() {
+		return
+	}
+	if p := procsFor(cur, n); p < cur {
+		runtime.GOMAXPROCS(p)
+		log.Info("comm: ranks share this machine's CPUs: GOMAXPROCS lowered", "processes", n, "from", cur, "to", p)
+	}
 }
 
 // connect opens the connection to every other rank: this rank dials every

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -90,4 +92,50 @@ func TestMissingRankNamed(t *testing.T) {
 func transportToken(tok string) (c multirail.Config) {
 	c.Token = tok
 	return c
+}
+
+// TestShareCPUs: processes on one kernel (one boot id, whatever their
+// hosts and namespaces) share its CPUs, ranks of one process count once,
+// and GOMAXPROCS becomes an equal share, at least 1, never more.
+func TestShareCPUs(t *testing.T) {
+	c := func(proc string) card { return card{Proc: proc} }
+	for _, tc := range []struct {
+		name  string
+		cards []card
+		want  int
+	}{
+		{"alone", []card{c("b1|ns|10")}, 1},
+		{"four processes on one kernel", []card{c("b1|ns|10"), c("b1|ns|11"), c("b1|ns2|10"), c("b1|ns|12")}, 4},
+		{"other machines", []card{c("b1|ns|10"), c("b2|ns|10"), c("b3|ns|10")}, 1},
+		{"ranks of one process", []card{c("b1|ns|10"), c("b1|ns|10"), c("b1|ns|10")}, 1},
+		{"mixed", []card{c("b1|ns|10"), c("b1|ns|11"), c("b2|ns|11"), c("b2|ns|12"), c("b1|ns|11")}, 2},
+		{"no proc (older card)", []card{c("b1|ns|10"), {}, {}}, 1},
+	} {
+		if got := cpuSharers(tc.cards, 0); got != tc.want {
+			t.Errorf("%s: cpuSharers = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	if got := cpuSharers([]card{{}, c("b1|ns|10")}, 0); got != 1 {
+		t.Errorf("a card without Proc: cpuSharers = %d, want 1", got)
+	}
+	for _, tc := range []struct{ procs, sharers, want int }{
+		{2, 1, 2}, {2, 2, 1}, {2, 4, 1}, {8, 3, 2}, {64, 2, 32}, {1, 8, 1}, {4, 0, 4},
+	} {
+		if got := procsFor(tc.procs, tc.sharers); got != tc.want {
+			t.Errorf("procsFor(%d, %d) = %d, want %d", tc.procs, tc.sharers, got, tc.want)
+		}
+	}
+	if !strings.HasSuffix(procID(), "|"+strconv.Itoa(os.Getpid())) {
+		t.Errorf("procID() = %q, want it to end with this PID", procID())
+	}
+}
+
+// TestLocalKeepsGOMAXPROCS: ranks in one process (NewLocal) do not divide
+// the process's GOMAXPROCS among themselves.
+func TestLocalKeepsGOMAXPROCS(t *testing.T) {
+	before := runtime.GOMAXPROCS(0)
+	local(t, 3, Config{})
+	if after := runtime.GOMAXPROCS(0); after != before {
+		t.Fatalf("GOMAXPROCS went from %d to %d", before, after)
+	}
 }

@@ -256,7 +256,7 @@ func collNotes(p CollPlan, torch string) []string {
 				"one Gloo device per rail, and torch picks one per call (collectives in turn by sequence number, send/recv by tag; "+
 				"gloo_osu uses tag 0, so rail0), never striping one call", s, torch, strings.Join(railDevNames(len(p.Lab.Rates)), ",")))
 		default:
-			notes = append(notes, s+": `multirail osu` under the same mpirun and rsh agent, rails found from the hosts' NICs with MULTIRAIL_IFNAME=rail, MULTIRAIL_SCHED="+strings.TrimPrefix(s, MultirailPrefix)+", GOMAXPROCS=1 (the ranks share the machine's cores), busy polling for the communicator's default 200 us")
+			notes = append(notes, s+": `multirail osu` under the same mpirun and rsh agent, rails found from the hosts' NICs with MULTIRAIL_IFNAME=rail, MULTIRAIL_SCHED="+strings.TrimPrefix(s, MultirailPrefix)+", GOMAXPROCS left to the communicator (it gives each rank its share of the machine's cores: 1), busy polling for the communicator's default 200 us")
 		}
 	}
 	return notes
@@ -364,13 +364,11 @@ func runMultirailOSU(ctx context.Context, o CollOptions, l *lab.Lab, token strin
 	// A port of its own per run: the previous run's rank 0 may still hold
 	// the last one in TIME_WAIT.
 	port := rdzvPort + n%400
+	// No GOMAXPROCS: the communicator lowers it to each rank's share of
+	// the machine's CPUs, as it does for users (the hosts share this
+	// machine's kernel; comm.Config.KeepGOMAXPROCS).
 	for _, kv := range []string{"MULTIRAIL_IFNAME=rail", "MULTIRAIL_RDZV=tcp://" + hosts[0] + ":" + strconv.Itoa(port),
-		"MULTIRAIL_TOKEN=" + token, "MULTIRAIL_SCHED=" + scheduler,
-		// The hosts share this machine's cores, as Open MPI is told with
-		// mpi_yield_when_idle: one thread runs Go code per rank, so that a
-		// message handed from goroutine to goroutine does not wake a
-		// thread of its own (a context switch, costly in this VM).
-		"GOMAXPROCS=1"} {
+		"MULTIRAIL_TOKEN=" + token, "MULTIRAIL_SCHED=" + scheduler} {
 		argv = append(argv, "-x", kv)
 	}
 	argv = append(argv, o.Exe, "osu", test, "--json", "--sizes", mpi.JoinSizes(o.Plan.Sizes),
