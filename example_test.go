@@ -132,6 +132,48 @@ func ExampleConn_Stats() {
 	// rail1 up=true
 }
 
+// TrySend sends a small message at once if the peer's flow-control
+// credit covers it, and otherwise sends nothing: a goroutine that must
+// also receive (an exchange between two ranks) can try first and hand the
+// send to another goroutine only when the try declines.
+func ExampleConn_TrySend() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	client, server, err := connect(ctx, multirail.Config{Token: token})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	defer server.Close()
+
+	msg := []byte("ping")
+	sent, err := client.TrySend(1, msg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if !sent {
+		// No credit now: send concurrently with whatever this goroutine
+		// must receive, as Send may wait for the peer.
+		done := make(chan error, 1)
+		go func() { done <- client.Send(ctx, 1, msg) }()
+		defer func() { <-done }()
+	}
+	m, err := server.Recv(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("tag %d: %s\n", m.Tag, m.Data)
+
+	// Above Config.EagerLimit TrySend always declines: Send waits for
+	// the peer to hold a large message.
+	big := make([]byte, multirail.DefaultEagerLimit+1)
+	sent, err = client.TrySend(2, big)
+	fmt.Println("large message sent by TrySend:", sent, err)
+	// Output:
+	// tag 1: ping
+	// large message sent by TrySend: false <nil>
+}
+
 func ExampleConfig() {
 	cfg := multirail.Config{
 		Rails: []multirail.Rail{
