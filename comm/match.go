@@ -46,17 +46,17 @@ type collSlot struct {
 	ready chan struct{} // gets a token when in arrives (a receiver waits)
 }
 
-// A collective's steps are small and many: the receiver's wake-up
-// channels and the messages of collective steps are reused (most of
-// what a small allreduce allocated per message, and fresh memory costs a
-// page fault here until the heap is warm).
+// Small messages are many: the collective receiver's wake-up channels
+// and the messages received are reused (most of what a small allreduce
+// allocated per message, and fresh memory costs a page fault here until
+// the heap is warm).
 var (
 	readyPool = sync.Pool{New: func() any { return make(chan struct{}, 1) }}
 	inPool    = sync.Pool{New: func() any { return new(inMsg) }}
 )
 
-// newInMsg returns a zeroed inMsg, reused when a collective's step was
-// received (putInMsg).
+// newInMsg returns a zeroed inMsg, reused once a collective's step or a
+// point-to-point message was received (putInMsg).
 func newInMsg() *inMsg { return inPool.Get().(*inMsg) }
 
 func putInMsg(in *inMsg) {
@@ -113,6 +113,7 @@ func (cs *ctxState) completeLocked(r *Request, in *inMsg) {
 	cs.w.releaseLocked(in)
 	r.msg = Message{Source: cs.comm.index[in.src], Tag: int(in.h.tag), Data: in.data}
 	r.finish(nil)
+	putInMsg(in) // out of every queue: nothing refers to it any more
 }
 
 // takeLocked removes and returns the first unexpected message matching

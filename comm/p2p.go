@@ -88,15 +88,32 @@ func (c *Comm) sendVia(ctx context.Context, wr int, connTag uint32, h header, da
 // AnyTag or AnySource, in the order they arrived. If the connection to src
 // ends before a matching message arrived, Recv fails with a *PeerError.
 func (c *Comm) Recv(ctx context.Context, src, tag int) (Message, error) {
-	r := c.Irecv(ctx, src, tag)
+	// No context hook as Irecv's: this call waits for ctx itself and
+	// withdraws the receive (a hook per receive was a third of what a
+	// ping-pong allocated).
+	r := c.irecv(ctx, src, tag, false)
 	select {
 	case <-r.done:
 	case <-ctx.Done():
-		// Irecv's context hook unposts the receive; wait for that (or for
-		// the message that beat it).
-		<-r.done
+		c.withdraw(r, ctx.Err())
+		<-r.done // withdrawn, or the message that beat it
 	}
 	return r.msg, r.err
+}
+
+// withdraw unposts receive r, which then fails with err, unless a message
+// matched it already.
+func (c *Comm) withdraw(r *Request, err error) {
+	w, cs := c.w, c.cs
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, p := range cs.posted {
+		if p == r {
+			cs.posted = append(cs.posted[:i], cs.posted[i+1:]...)
+			r.finish(err)
+			return
+		}
+	}
 }
 
 // RecvInto is Recv into buf: it returns the number of bytes received and
@@ -140,6 +157,12 @@ func (c *Comm) Isend(ctx context.Context, dst, tag int, data []byte) *Request {
 // Cancelling ctx withdraws the receive if no message matched it yet (the
 // request then fails with ctx's error).
 func (c *Comm) Irecv(ctx context.Context, src, tag int) *Request {
+	return c.irecv(ctx, src, tag, true)
+}
+
+// irecv is Irecv; without hook nothing watches ctx once the receive is
+// posted (the caller withdraws it).
+func (c *Comm) irecv(ctx context.Context, src, tag int, hook bool) *Request {
 	r := newRequest()
 	if err := c.checkRank(src, "irecv", true); err != nil {
 		r.finish(err)
@@ -175,17 +198,9 @@ func (c *Comm) Irecv(ctx context.Context, src, tag int) *Request {
 		return r
 	}
 	cs.posted = append(cs.posted, r)
-	r.stop = context.AfterFunc(ctx, func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		for i, p := range cs.posted {
-			if p == r {
-				cs.posted = append(cs.posted[:i], cs.posted[i+1:]...)
-				r.finish(ctx.Err())
-				return
-			}
-		}
-	})
+	if hook {
+		r.stop = context.AfterFunc(ctx, func() { c.withdraw(r, ctx.Err()) })
+	}
 	return r
 }
 
