@@ -30,6 +30,10 @@ type RailStats struct {
 	// RateBps is the rail's delivery rate, bits/s, measured from
 	// acknowledged bytes while the rail had a backlog; 0 until measured.
 	RateBps float64
+	// AckDelay is the smoothed time from a segment's write to the peer's
+	// acknowledgement of it (which travels back on the same rail, behind
+	// whatever the peer sends there); 0 until measured.
+	AckDelay time.Duration
 	// Errors counts failures seen on the rail.
 	Errors uint64
 	// Rejoins counts the times a new TCP connection replaced the rail's
@@ -130,7 +134,7 @@ func (c *Conn) Stats() Stats {
 			BytesSent: r.bytesOut.Load(), SegmentsSent: r.segsOut.Load(),
 			BytesReceived: r.bytesIn.Load(), SegmentsReceived: r.segsIn.Load(),
 			Queued: r.core.Len(), QueuedBytes: r.core.QueuedBytes(), InFlight: r.core.InFlight(),
-			LastWait: time.Duration(r.core.LastWait()), RateBps: r.core.Rate(), Errors: r.errs.Load(), Rejoins: r.rejoins,
+			LastWait: time.Duration(r.core.LastWait()), RateBps: r.core.Rate(), AckDelay: time.Duration(r.core.AckDelay()), Errors: r.errs.Load(), Rejoins: r.rejoins,
 			Level: -1,
 		}
 		if r.lastErr != nil {

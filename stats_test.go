@@ -192,3 +192,26 @@ func TestPickRecordsWithoutAllocating(t *testing.T) {
 		t.Fatal("no choice recorded")
 	}
 }
+
+// TestStatsAckDelay: once a rail's segments were acknowledged its
+// AckDelay is measured (positive, and no longer than the test took), and
+// a rail that carried nothing has none.
+func TestStatsAckDelay(t *testing.T) {
+	const seg = 4096
+	a, b := pair(t, 2, Config{Scheduler: "roundrobin", SegmentSize: seg})
+	start := time.Now()
+	for range 20 {
+		sendOne(t, a, b, 8*seg) // large: Send returns once every segment is acknowledged
+	}
+	took := time.Since(start)
+	for _, r := range a.Stats().Rails {
+		if r.AckDelay <= 0 || r.AckDelay > took {
+			t.Errorf("rail %s: AckDelay %v after 20 acknowledged messages in %v", r.Name, r.AckDelay, took)
+		}
+	}
+	for _, r := range b.Stats().Rails {
+		if r.AckDelay != 0 {
+			t.Errorf("rail %s of the receiving side sent nothing, yet AckDelay is %v", r.Name, r.AckDelay)
+		}
+	}
+}

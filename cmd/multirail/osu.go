@@ -197,7 +197,8 @@ destination and index); a mismatch names the rank, size and element and the
 command exits 1.
 
 Rank 0 prints OSU's columns (other ranks print nothing on stdout) and, on
-stderr, the bytes it sent on each rail to each peer; --json prints one object
+stderr, the bytes it sent on each rail to each peer (with the rail's measured
+delivery rate and acknowledgement delay once known); --json prints one object
 instead: {"test", "ranks", "launcher", "sched", "rails" (rails from rank 0 to
 each rank, 0 for itself), "rail_names", "rail_bytes" (bytes rank 0 sent on each
 rail to each rank), "results": [{"size", "avg_us", "min_us", "max_us", "mb_s"
@@ -359,7 +360,8 @@ func printOSURow(w io.Writer, p osuPlan, r osu.Result) {
 }
 
 // printRailSummary tells, on stderr, how many bytes rank 0 sent on each
-// rail to each peer: every rail of a pair should carry some.
+// rail to each peer (every rail of a pair should carry some) and, once
+// measured, the rail's delivery rate and acknowledgement delay.
 func printRailSummary(w io.Writer, st comm.Stats) {
 	fmt.Fprintf(w, "# bytes rank %d sent per rail:\n", st.Rank)
 	for _, ps := range st.Peers {
@@ -368,7 +370,11 @@ func printRailSummary(w io.Writer, st comm.Stats) {
 		}
 		var parts []string
 		for _, rs := range ps.Conn.Rails {
-			parts = append(parts, fmt.Sprintf("%s %s", rs.Name, osuBytes(rs.BytesSent)))
+			part := fmt.Sprintf("%s %s", rs.Name, osuBytes(rs.BytesSent))
+			if rs.RateBps > 0 {
+				part += fmt.Sprintf(" (%.1f Mbit/s, ack %.2f ms)", rs.RateBps/1e6, float64(rs.AckDelay)/1e6)
+			}
+			parts = append(parts, part)
 		}
 		fmt.Fprintf(w, "#   to rank %d (%s, %s): %s\n", ps.Rank, ps.Host, ps.Conn.Scheduler.Name, strings.Join(parts, ", "))
 	}
