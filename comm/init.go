@@ -359,17 +359,21 @@ func (b *boot) serve(ctx context.Context, token string) error {
 // hostID identifies a host and network namespace: ranks with equal ids
 // can reach each other over loopback.
 func hostID(host string) string {
-	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	ns, _ := os.Readlink("/proc/self/ns/net")
-	return host + "|" + strings.TrimSpace(string(boot)) + "|" + ns
+	return host + "|" + bootID() + "|" + ns
+}
+
+// bootID identifies the running kernel (empty where /proc does not say).
+func bootID() string {
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return strings.TrimSpace(string(boot))
 }
 
 // procID identifies this process on this machine: boot id, PID
 // namespace, PID.
 func procID() string {
-	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	ns, _ := os.Readlink("/proc/self/ns/pid")
-	return strings.TrimSpace(string(boot)) + "|" + ns + "|" + strconv.Itoa(os.Getpid())
+	return bootID() + "|" + ns + "|" + strconv.Itoa(os.Getpid())
 }
 
 // cpuSharers is the number of processes among cards that run on the
