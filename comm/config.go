@@ -177,13 +177,14 @@ func (c Config) validate() (config, error) {
 // MeasuredThresholds returns the thresholds AlgoAuto uses by default:
 // MPICH's, except where measured on multirail connections (4 ranks on
 // emulated rails of 200, 100 and 50 Mbit/s, every algorithm forced;
-// BENCHMARKS.md, "Collectives on N ranks"):
+// BENCHMARKS.md, "Collectives on N ranks"; alltoall's upper threshold
+// on the lab's tbf rails, 3 and 4 hosts at 150/75/40 Mbit/s):
 //
 //   - allreduce: recursive doubling up to 8 KiB (MPICH: 2 KiB),
 //     rabenseifner up to 2 MiB (512 KiB), ring above;
 //   - alltoall: bruck up to 4 KiB per block from 4 ranks (MPICH: 256 B
-//     from 8), then linear (all pairs at once) up to 1 MiB (32 KiB), then
-//     pairwise;
+//     from 8), then linear (all pairs at once) up to 512 KiB (32 KiB),
+//     then pairwise;
 //   - bcast: binomial below 1 MiB, scatter-allgather from there, from 4
 //     ranks (MPICH: 12 KiB, from 8 ranks).
 //
@@ -196,7 +197,7 @@ func MeasuredThresholds() Thresholds {
 	th.AllreduceLong = 2 << 20
 	th.AlltoallShort = 4 << 10
 	th.AlltoallMinProcs = 4
-	th.AlltoallMedium = 1 << 20
+	th.AlltoallMedium = 512 << 10
 	return th
 }
 
