@@ -100,11 +100,11 @@ type collOpts struct {
 // same one). It overrides Config.Algorithms.
 func WithAlgo(a Algo) CollOption { return func(o *collOpts) { o.algo = a } }
 
-// LossTolerant makes a float32 Allreduce loss-tolerant: the ring of stages
-// described in the package documentation, each hop over the same
-// connections as everything else (reserved tags), with packets discarded
-// at a rate steered by the receivers' feedback (Config.Stage) and the gaps
-// filled without bias. cfg.Op must be Sum or Mean. Report the quality of
+// LossTolerant makes a float32 Allreduce loss-tolerant: the transpose
+// allreduce described in the package documentation (or the ring, with
+// cfg.Ring), over the same connections as everything else (reserved tags),
+// with packets discarded at a rate steered by the receivers' feedback
+// (Config.Stage) and the gaps filled without bias. cfg.Op must be Sum or Mean. Report the quality of
 // each result with Comm.ReportQuality.
 func LossTolerant(cfg RingConfig) CollOption {
 	return func(o *collOpts) { c := cfg; o.lossy = &c }

@@ -43,34 +43,47 @@
 //
 // # Loss-tolerant allreduce
 //
-// Allreduce of float32 with the LossTolerant option runs a Ring: a
-// reduce-scatter then an allgather, 2(N-1) hops, each one part of a stage
-// of packets of RingConfig.PacketFloats values, sent over
-// multirail.StageConns that share the peer connections (reserved tags).
-// The sender discards a fraction of every hop's packets, steered by the
-// receiver's feedback, and the receiver fills the gaps without bias:
+// Allreduce of float32 with the LossTolerant option runs a Transpose: each
+// rank owns one chunk of the vector; every rank sends its values of each
+// chunk straight to the chunk's owner (reduce-scatter), then every owner
+// sends its result straight to every rank (allgather). Each peer link
+// carries one stage of two parts per call, packets of
+// RingConfig.PacketFloats values, over multirail.StageConns that share the
+// peer connections (reserved tags). The sender discards a fraction of
+// every part's packets, steered by the receiver's feedback, and the
+// receiver corrects for it without bias whatever the ranks' inputs:
 //
-//   - every packet carries how many ranks' contributions its values sum;
-//     a missing partial sum in the reduce-scatter leaves only the
-//     receiver's own contribution, and the owner of a chunk divides by the
-//     count that arrived (Mean) or rescales by N/count (Sum);
-//   - a packet missing in the allgather is filled with the partial sum
-//     the receiver made of it in the reduce-scatter (its own contribution
-//     and those that reached it), divided or rescaled by its count: when
-//     the ranks' inputs are unbiased estimates of the same quantity (as
-//     data-parallel gradients are), so is the result;
-//   - with RingConfig.ErrorFeedback, a sender keeps the reduce-scatter
-//     packets it discarded and adds them, values and counts, to the same
-//     positions of the same hop in the next Allreduce, and the owner of a
-//     chunk divides by N rather than by what arrived: every contribution
+//   - discard.Select drops d of a part's n packets, every packet with
+//     probability exactly d/n; the receiver sees n and d, so it knows the
+//     rate R = d/n each packet was exposed to;
+//   - a discarded packet removes exactly one rank's values of one packet.
+//     The owner fills it with its own values v_o and counts one that
+//     arrived as (v - R v_o)/(1 - R): the expectation is v either way (v_o
+//     is a control variate: where the ranks' values are alike, the
+//     correction is small);
+//   - in the allgather a missing result is filled with N times the
+//     receiver's own values (its own estimate of the sum) and one that
+//     arrived is corrected the same way, so each rank's result is unbiased
+//     too, though the ranks' results differ where packets went missing;
+//   - with RingConfig.ErrorFeedback a sender keeps the values it discarded
+//     and adds them to the same positions for the same owner in the next
+//     call, and the owner counts what arrived as it is: every contribution
 //     counts once, late if it was discarded.
+//
+// RingConfig.Ring selects the older Ring instead (reduce-scatter and
+// allgather around the ring, 2(N-1) hops of one stage). It needs only the
+// neighbours' connections, but a packet its reduce-scatter discards holds
+// the partial sum of several ranks and the owner's own value never drops:
+// on inputs that differ by rank (non-IID data) its results are biased.
 //
 // Over a loss-tolerant transport the ranks' results may differ where
 // packets were missing. With nothing discarded, the result is the exact
 // one. After each loss-tolerant Allreduce the application reports the
-// quality of the result with Comm.ReportQuality (Ring.ReportQuality), which
-// the previous rank's controller uses to set its discard rate. A Ring can
-// also run on its own over a RingTransport: StageLink, ConnLink or MemRing.
+// quality of the result with Comm.ReportQuality (Transpose.ReportQuality),
+// which the controllers of the ranks that sent to it use to set their
+// discard rates. A Transpose can also run on its own over a MeshTransport
+// (StageMesh or MemMesh), a Ring over a RingTransport (StageLink, ConnLink
+// or MemRing).
 //
 // # What the caller must do
 //

@@ -177,3 +177,72 @@ func (l *memLink) ReportQuality(_ context.Context, stage uint64, q float64) erro
 	l.quality[stage] = q
 	return nil
 }
+
+// StageMesh is a MeshTransport over one multirail.StageConn per peer,
+// indexed by rank (the entry of the rank itself is unused).
+type StageMesh []*multirail.StageConn
+
+// Send implements MeshTransport.
+func (m StageMesh) Send(ctx context.Context, to int, packets [][]byte, part, parts int, whole bool) ([]bool, error) {
+	if whole {
+		_, err := m[to].SendPartWhole(ctx, packets, part, parts)
+		return nil, err
+	}
+	s, err := m[to].SendPart(ctx, packets, part, parts)
+	return s.Discarded, err
+}
+
+// Recv implements MeshTransport.
+func (m StageMesh) Recv(ctx context.Context, from int) (Received, error) {
+	s, err := m[from].Recv(ctx)
+	return Received{Number: s.Number, Packets: s.Packets}, err
+}
+
+// ReportQuality implements MeshTransport.
+func (m StageMesh) ReportQuality(ctx context.Context, from int, stage uint64, q float64) error {
+	return m[from].ReportQuality(ctx, stage, q)
+}
+
+// MemMesh returns n MeshTransports joined in memory, every pair both
+// ways, that discard packets at a fixed rate with discard.Select (seeded
+// by seed, sender, receiver and stage). For tests and examples.
+func MemMesh(n int, rate float64, seed uint64) []MeshTransport {
+	ch := make([][]chan Received, n) // ch[from][to]
+	for i := range ch {
+		ch[i] = make([]chan Received, n)
+		for j := range ch[i] {
+			ch[i][j] = make(chan Received, 4)
+		}
+	}
+	ts := make([]MeshTransport, n)
+	for i := range n {
+		ts[i] = &memMesh{rank: i, rate: rate, seed: seed, ch: ch, next: make([]uint64, n)}
+	}
+	return ts
+}
+
+type memMesh struct {
+	rank int
+	rate float64
+	seed uint64
+	ch   [][]chan Received
+	next []uint64 // per destination: its stage number
+}
+
+func (m *memMesh) Send(ctx context.Context, to int, packets [][]byte, part, parts int, whole bool) ([]bool, error) {
+	link := &memLink{rank: m.rank*65536 + to, rate: m.rate, seed: m.seed, out: m.ch[m.rank][to], next: m.next[to]}
+	disc, err := link.Send(ctx, packets, part, parts, whole)
+	m.next[to] = link.next
+	return disc, err
+}
+
+func (m *memMesh) Recv(ctx context.Context, from int) (Received, error) {
+	select {
+	case st := <-m.ch[from][m.rank]:
+		return st, nil
+	case <-ctx.Done():
+		return Received{}, ctx.Err()
+	}
+}
+
+func (m *memMesh) ReportQuality(context.Context, int, uint64, float64) error { return nil }

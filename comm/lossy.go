@@ -14,8 +14,14 @@ import (
 // communicator on reserved tags.
 
 type lossyState struct {
-	ring *Ring
-	cfg  RingConfig
+	red lossyReducer
+	cfg RingConfig
+}
+
+// lossyReducer is a Ring or a Transpose.
+type lossyReducer interface {
+	Allreduce(ctx context.Context, x []float32) error
+	ReportQuality(ctx context.Context, q float64) error
 }
 
 // stageKey is the part of a communicator id the stage tags carry.
@@ -84,28 +90,11 @@ func (c *Comm) lossyAllreduce(ctx context.Context, buf any, dtype uint8, op Op, 
 			return fmt.Errorf("%w: allreduce: LossTolerant takes op sum or mean, got %s", ErrConfig, op)
 		}
 		if c.lossy == nil || c.lossy.cfg != cfg {
-			n := len(c.ranks)
-			var t RingTransport
-			if n > 1 {
-				w := c.w
-				w.mu.Lock()
-				next, err := w.stageConnLocked(w.peers[c.ranks[(c.rank+1)%n]], stageKey(c.id))
-				if err != nil {
-					w.mu.Unlock()
-					return err
-				}
-				prev, err := w.stageConnLocked(w.peers[c.ranks[(c.rank+n-1)%n]], stageKey(c.id))
-				w.mu.Unlock()
-				if err != nil {
-					return err
-				}
-				t = stageLink{Next: next, Prev: prev}
-			}
-			ring, err := NewRing(c.rank, n, t, cfg)
+			red, err := c.newLossy(cfg)
 			if err != nil {
 				return err
 			}
-			c.lossy = &lossyState{ring: ring, cfg: cfg}
+			c.lossy = &lossyState{red: red, cfg: cfg}
 		}
 		// A failure elsewhere (a notice) must interrupt a ring waiting for
 		// a stage.
@@ -120,7 +109,7 @@ func (c *Comm) lossyAllreduce(ctx context.Context, buf any, dtype uint8, op Op, 
 			case <-stop:
 			}
 		}()
-		err := c.lossy.ring.Allreduce(rctx, x)
+		err := c.lossy.red.Allreduce(rctx, x)
 		if err != nil && ctx.Err() == nil && errors.Is(err, context.Canceled) {
 			c.w.mu.Lock()
 			err = c.cs.collErr
@@ -128,6 +117,46 @@ func (c *Comm) lossyAllreduce(ctx context.Context, buf any, dtype uint8, op Op, 
 		}
 		return err
 	})
+}
+
+// newLossy builds this rank's side of the loss-tolerant allreduce: a
+// Transpose over a stage connection to every peer, or with cfg.Ring a Ring
+// over the neighbours'.
+func (c *Comm) newLossy(cfg RingConfig) (lossyReducer, error) {
+	n := len(c.ranks)
+	if n == 1 {
+		if cfg.Ring {
+			return NewRing(0, 1, nil, cfg)
+		}
+		return NewTranspose(0, 1, nil, cfg)
+	}
+	w := c.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	key := stageKey(c.id)
+	if cfg.Ring {
+		next, err := w.stageConnLocked(w.peers[c.ranks[(c.rank+1)%n]], key)
+		if err != nil {
+			return nil, err
+		}
+		prev, err := w.stageConnLocked(w.peers[c.ranks[(c.rank+n-1)%n]], key)
+		if err != nil {
+			return nil, err
+		}
+		return NewRing(c.rank, n, stageLink{Next: next, Prev: prev}, cfg)
+	}
+	mesh := make(StageMesh, n)
+	for i, r := range c.ranks {
+		if i == c.rank {
+			continue
+		}
+		s, err := w.stageConnLocked(w.peers[r], key)
+		if err != nil {
+			return nil, err
+		}
+		mesh[i] = s
+	}
+	return NewTranspose(c.rank, n, mesh, cfg)
 }
 
 // ReportQuality reports the quality of the last loss-tolerant Allreduce's
@@ -140,5 +169,5 @@ func (c *Comm) ReportQuality(ctx context.Context, q float64) error {
 	if l == nil {
 		return fmt.Errorf("comm: ReportQuality before any loss-tolerant Allreduce")
 	}
-	return l.ring.ReportQuality(ctx, q)
+	return l.red.ReportQuality(ctx, q)
 }

@@ -87,6 +87,13 @@ type RingConfig struct {
 	// ErrorFeedback keeps discarded reduce-scatter packets and adds them
 	// to the next Allreduce (see the package documentation).
 	ErrorFeedback bool
+	// Ring makes LossTolerant run a Ring instead of a Transpose: one
+	// neighbour each way instead of every peer at once, but a packet its
+	// reduce-scatter discards holds the partial sum of several ranks, so
+	// its results are biased wherever the ranks' inputs differ (on
+	// non-IID data; TestRingBiasedOnNonIID). Kept for comparison.
+	// NewRing and NewTranspose ignore it.
+	Ring bool
 }
 
 // validate fills the defaults of c in and checks it; the error names the

@@ -351,21 +351,30 @@ func (c *Controller) Stats() Stats {
 
 // Select marks which of n packets to drop at rate r: it sets drop[i] for
 // the dropped ones (clearing the others in drop[:n]) and returns how many.
-// The count is floor(r*n + u) with u uniform in [0,1), so it is r*n on
+// The count d is floor(r*n + u) with u uniform in [0,1), so it is r*n on
 // average even for small stages, but at most n-1: a stage always sends at
 // least one packet. The dropped packets are spread over the stage: the
-// stage is cut into as many equal strata as packets to drop, and one
-// packet is drawn in each. The same rng state gives the same choice.
-// drop must have room for n entries. It allocates nothing.
+// stage, taken as a circle starting at a uniformly random packet, is cut
+// into d equal strata and one packet is drawn in each. The random start
+// makes every packet equally likely to go: given d, each is dropped with
+// probability exactly d/n, whatever its position, so a receiver that
+// scales each packet that arrived by n/(n-d) (n and n-d are what it sees)
+// estimates the stage's sum without bias (docs/discard.md). The same rng
+// state gives the same choice. drop must have room for n entries. It
+// allocates nothing.
 func Select(rng *rand.Rand, n int, r float64, drop []bool) int {
 	clear(drop[:n])
 	if n <= 1 || !(r > 0) {
 		return 0
 	}
 	d := min(int(math.Floor(min(r, 1)*float64(n)+rng.Float64())), n-1)
+	if d == 0 {
+		return 0
+	}
+	start := rng.IntN(n)
 	for j := range d {
 		lo, hi := j*n/d, (j+1)*n/d
-		drop[lo+rng.IntN(hi-lo)] = true
+		drop[(start+lo+rng.IntN(hi-lo))%n] = true
 	}
 	return d
 }

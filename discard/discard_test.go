@@ -344,17 +344,12 @@ func TestSelect(t *testing.T) {
 			if d > max(0, tc.n-1) {
 				t.Fatalf("n=%d rate=%v: dropped %d, must keep at least one", tc.n, tc.rate, d)
 			}
-			// Spread: with d strata, every stratum holds exactly one drop.
-			for j := range d {
-				lo, hi := j*tc.n/d, (j+1)*tc.n/d
-				k := 0
-				for _, x := range drop[lo:hi] {
-					if x {
-						k++
-					}
-				}
-				if k != 1 {
-					t.Fatalf("n=%d rate=%v: stratum [%d,%d) holds %d drops", tc.n, tc.rate, lo, hi, k)
+			// Spread: the d drops sit in d equal strata of the circle
+			// of packets, so no cyclic gap between two drops is
+			// longer than two strata.
+			if d > 0 {
+				if g, lim := maxGap(drop[:tc.n]), 2*((tc.n+d-1)/d); g > lim {
+					t.Fatalf("n=%d rate=%v: drops %s, a gap of %d (want <= %d)", tc.n, tc.rate, fmtBits(drop[:tc.n]), g, lim)
 				}
 			}
 			total += d
@@ -362,6 +357,61 @@ func TestSelect(t *testing.T) {
 		want := math.Min(tc.rate*float64(tc.n), float64(max(0, tc.n-1)))
 		if got := float64(total) / trials; math.Abs(got-want) > 0.1*want+0.2 {
 			t.Fatalf("n=%d rate=%v: mean dropped %.2f, want about %.2f", tc.n, tc.rate, got, want)
+		}
+	}
+}
+
+// maxGap returns the longest cyclic run of kept packets between drops.
+func maxGap(drop []bool) int {
+	n, best, run := len(drop), 0, 0
+	for i := range 2 * n {
+		if drop[i%n] {
+			run = 0
+			continue
+		}
+		run++
+		best = max(best, min(run, n))
+	}
+	return best
+}
+
+// TestSelectUniform checks that every position is dropped with the same
+// probability d/n for a given count d, which the unbiased loss-tolerant
+// allreduce relies on; without the random start, at rates above one half
+// some packets would go every time (strata of one packet).
+func TestSelectUniform(t *testing.T) {
+	drop := make([]bool, 64)
+	for _, tc := range []struct {
+		n    int
+		rate float64
+	}{{10, 0.3}, {7, 0.6}, {3, 0.55}, {64, 0.7}, {5, 0.2}} {
+		rng := rand.New(rand.NewPCG(3, uint64(tc.n)))
+		const trials = 40000
+		hits := make(map[int][]int) // d -> per-position drop counts
+		seen := make(map[int]int)
+		for range trials {
+			d := Select(rng, tc.n, tc.rate, drop)
+			if hits[d] == nil {
+				hits[d] = make([]int, tc.n)
+			}
+			seen[d]++
+			for i, x := range drop[:tc.n] {
+				if x {
+					hits[d][i]++
+				}
+			}
+		}
+		for d, h := range hits {
+			if seen[d] < 2000 {
+				continue
+			}
+			p := float64(d) / float64(tc.n)
+			sd := math.Sqrt(p * (1 - p) / float64(seen[d]))
+			for i, c := range h {
+				if got := float64(c) / float64(seen[d]); math.Abs(got-p) > 5*sd+1e-9 {
+					t.Fatalf("n=%d rate=%v d=%d: position %d dropped %.4f of the time, want %.4f (+-%.4f)", tc.n, tc.rate, d, i, got, p, 5*sd)
+				}
+			}
 		}
 	}
 }
