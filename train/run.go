@@ -121,6 +121,9 @@ type Options struct {
 	// smoothed loss, (0, 1]; 0 = DefaultQualitySmoothing.
 	QualitySmoothing float64
 	Seed             uint64
+	// Partition splits the training set across the workers; the zero
+	// value is IID. The split is drawn from Seed.
+	Partition Partition
 	// Train and Test are the data; nil loads MNIST from MNISTDir.
 	Train, Test *Dataset
 	// Progress, if set, is called after every step of rank 0.
@@ -231,10 +234,22 @@ func (o Options) validate() (Options, error) {
 	if !(o.QualitySmoothing > 0 && o.QualitySmoothing <= 1) {
 		return o, fmt.Errorf("%w: QualitySmoothing = %v out of range; allowed (0, 1]", ErrConfig, o.QualitySmoothing)
 	}
+	if err := o.Partition.validate(); err != nil {
+		return o, err
+	}
+	if o.Partition.Kind == "" {
+		o.Partition.Kind = PartitionIID
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return o, nil
+}
+
+// parts returns each worker's training samples (indices into o.Train)
+// under o.Partition.
+func (o Options) parts() ([][]int, error) {
+	return o.Partition.Split(o.Train.Y, o.Workers, rand.New(rand.NewPCG(o.Seed, 0x70617274)))
 }
 
 // Point is one accuracy checkpoint of rank 0's model.
@@ -413,6 +428,10 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 			return Result{}, err
 		}
 	}
+	parts, err := o.parts()
+	if err != nil {
+		return Result{}, err
+	}
 	rings := make([]*comm.Ring, N)
 	for i := range N {
 		if rings[i], err = comm.NewRing(i, N, ts[i], comm.RingConfig{PacketFloats: o.PacketFloats, Op: comm.Mean, ErrorFeedback: o.ErrorFeedback}); err != nil {
@@ -443,7 +462,7 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 	errs := make([]error, N)
 	for i := range N {
 		wg.Go(func() {
-			w := worker{o: o, mode: mode, rank: i, m: models[i], r: rings[i], outStages: outStages,
+			w := worker{o: o, mode: mode, rank: i, m: models[i], r: rings[i], outStages: outStages, part: parts[i],
 				losses: losses, dropped: dropped, total: total, start: start}
 			if i == 0 {
 				w.checkpoint = checkpoint
@@ -528,6 +547,7 @@ type worker struct {
 	o          Options
 	mode       Mode
 	rank       int
+	part       []int // the samples of o.Train this worker draws from
 	m          *MLP
 	r          *comm.Ring
 	outStages  []*multirail.StageConn
@@ -540,7 +560,6 @@ type worker struct {
 
 func (w *worker) run(ctx context.Context) error {
 	o, m, r := w.o, w.m, w.r
-	shard := o.Train.Shard(w.rank, o.Workers)
 	rng := rand.New(rand.NewPCG(o.Seed, uint64(w.rank)+1))
 	idx := make([]int, o.Batch)
 	grad := make([]float32, m.NumParams())
@@ -552,9 +571,9 @@ func (w *worker) run(ctx context.Context) error {
 	}
 	for step := range o.Steps {
 		for j := range idx {
-			idx[j] = rng.IntN(shard.N)
+			idx[j] = w.part[rng.IntN(len(w.part))]
 		}
-		loss := m.Gradient(shard, idx, grad)
+		loss := m.Gradient(*o.Train, idx, grad)
 		if step == 0 {
 			ema = loss
 		} else {

@@ -25,7 +25,7 @@ import (
 
 type trainFlags struct {
 	workers, steps, batch, evalEvery, packetFloats, syncEvery int
-	mode, rails, congestion, load, hidden                     string
+	mode, rails, congestion, load, hidden, partition          string
 	busy, idle                                                time.Duration
 	lr, target                                                float64
 	discardOpt, out, seed                                     string
@@ -69,6 +69,7 @@ accuracy.png (test accuracy against training time, per mode), discard.png
 	fl.IntVar(&f.batch, "batch", train.DefaultBatch, "samples per worker per step")
 	fl.Float64Var(&f.lr, "lr", train.DefaultLR, "learning rate (falls linearly to a tenth over the last 40 % of the steps)")
 	fl.StringVar(&f.hidden, "hidden", "128", "hidden layer widths, comma-separated")
+	fl.StringVar(&f.partition, "partition", "iid", "how the training set is split across the workers: iid, shards:K (sorted by label, K shards each) or dirichlet:ALPHA (each class split in Dirichlet(ALPHA) proportions)")
 	fl.StringVar(&f.rails, "rails", train.DefaultRails, "emulated rails of every ring link (emu:RATE[/DELAY],...)")
 	fl.StringVar(&f.congestion, "congestion", "bursty", "background load: bursty or off")
 	fl.DurationVar(&f.busy, "busy", 400*time.Millisecond, "mean busy period of the bursty load")
@@ -122,6 +123,11 @@ func (f *trainFlags) options() (train.Options, error) {
 	if f.packetFloats < 0 || f.packetFloats > 4000 {
 		return o, usagef("--packet-floats %d: allowed 1..4000 (a packet must fit an eager message of 16 KiB), 0 = default 1024", f.packetFloats)
 	}
+	p, err := train.ParsePartition(f.partition)
+	if err != nil {
+		return o, usagef("--partition %q: allowed iid, shards:K (K 1..100) or dirichlet:ALPHA (0.001..1000)", f.partition)
+	}
+	o.Partition = p
 	for _, h := range strings.Split(f.hidden, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(h))
 		if err != nil || n < 1 || n > 4096 {
@@ -178,6 +184,7 @@ func (f *trainFlags) options() (train.Options, error) {
 // the run's settings.
 type trainReport struct {
 	Workers    int            `json:"workers"`
+	Partition  string         `json:"partition"`
 	Rails      string         `json:"rails"`
 	Congestion string         `json:"congestion"`
 	Discard    discard.Config `json:"discard"`
@@ -208,7 +215,7 @@ func runTrain(ctx context.Context, g *globals, f *trainFlags, o train.Options) e
 		cong = fmt.Sprintf("bursty busy=%v idle=%v load=%s", o.Congestion.Busy, o.Congestion.Idle, f.load)
 	}
 	// o.Discard came validated, defaults filled, from discard.ParseOptions.
-	rep := trainReport{Workers: o.Workers, Rails: emu.FormatSpecs(o.Rails), Congestion: cong, Discard: o.Discard, Results: res}
+	rep := trainReport{Workers: o.Workers, Partition: o.Partition.String(), Rails: emu.FormatSpecs(o.Rails), Congestion: cong, Discard: o.Discard, Results: res}
 	if f.out != "" {
 		if err := writeTrainOutputs(f.out, rep); err != nil {
 			return err
@@ -227,7 +234,7 @@ func runTrain(ctx context.Context, g *globals, f *trainFlags, o train.Options) e
 }
 
 func printTrainTable(w io.Writer, rep trainReport) {
-	fmt.Fprintf(w, "%d workers, rails %s per link, congestion %s\n\n", rep.Workers, rep.Rails, rep.Congestion)
+	fmt.Fprintf(w, "%d workers, partition %s, rails %s per link, congestion %s\n\n", rep.Workers, rep.Partition, rep.Rails, rep.Congestion)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tsteps\tfinal acc\ttime to target\tsteps to target\tmean discard\tstep\twall\t")
 	for _, r := range rep.Results {
