@@ -67,6 +67,11 @@ type StageConfig struct {
 	// feedback says (the controller still runs, so Stats shows what it
 	// would have done). For a baseline on the same transport.
 	Reliable bool
+	// FixedRate, when > 0, sends every stage at this discard rate whatever
+	// the feedback says (the controller still runs, so Stats shows what it
+	// would have done): to compare the controller with fixed rates on the
+	// same transport. [0, 1); not with Reliable.
+	FixedRate float64
 	// PacketTag and FeedbackTag are the message tags of the stage packets
 	// and of the feedback on the Conn; they must differ. 0 means
 	// DefaultStagePacketTag and DefaultStageFeedbackTag.
@@ -103,6 +108,9 @@ func (c StageConfig) validate() (StageConfig, error) {
 	}
 	if c.Queue < 1 || c.Queue > 1024 {
 		return c, cfgErr("StageConfig.Queue", c.Queue, "1..1024; 0 = default 4")
+	}
+	if !(c.FixedRate >= 0 && c.FixedRate < 1) || (c.FixedRate > 0 && c.Reliable) {
+		return c, cfgErr("StageConfig.FixedRate", c.FixedRate, "[0, 1), 0 = the controller's rate; not with Reliable")
 	}
 	if c.PacketTag == 0 {
 		c.PacketTag = DefaultStagePacketTag
@@ -390,8 +398,11 @@ func (s *StageConn) sendPart(ctx context.Context, packets [][]byte, part, parts 
 		}
 		s.ctrlOf[o.number%uint64(len(s.ctrlOf))] = m
 		s.mu.Unlock()
-		if s.cfg.Reliable {
+		switch {
+		case s.cfg.Reliable:
 			o.rate = 0
+		case s.cfg.FixedRate > 0 && !whole:
+			o.rate = s.cfg.FixedRate
 		}
 	}
 	o.part, o.parts = part, parts
@@ -481,8 +492,11 @@ func (s *StageConn) Stats() StageStats {
 	st := s.st
 	st.Controller = s.ctrl.Stats()
 	st.Rate = st.Controller.Rate
-	if s.cfg.Reliable {
+	switch {
+	case s.cfg.Reliable:
 		st.Rate = 0
+	case s.cfg.FixedRate > 0:
+		st.Rate = s.cfg.FixedRate
 	}
 	n := min(s.nrates, RecentChoices)
 	st.RecentRates = make([]float64, 0, n)

@@ -236,6 +236,9 @@ func TestStageConfigErrors(t *testing.T) {
 		{MaxPackets: -1},
 		{MaxStageBytes: -5},
 		{Queue: 5000},
+		{FixedRate: 1},
+		{FixedRate: -0.1},
+		{FixedRate: 0.3, Reliable: true},
 	} {
 		if _, err := NewStageConn(a, cfg); !errors.Is(err, ErrConfig) {
 			t.Errorf("NewStageConn(%+v) = %v, want ErrConfig", cfg, err)
@@ -354,5 +357,42 @@ func TestStageWhole(t *testing.T) {
 	}
 	if sent.Number != 2 || sent.Rate != 0.5 || sa.Stats().Controller.Stages != 2 {
 		t.Fatalf("next stage sent as %+v; controller %+v", sent, sa.Stats().Controller)
+	}
+}
+
+// TestStageFixedRate: with FixedRate every stage is sent at that rate,
+// whatever the feedback (falling quality would lower the controller's),
+// while the controller keeps deciding for Stats; a whole stage still
+// discards nothing.
+func TestStageFixedRate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sa, sb := stagePair(t, StageConfig{Seed: 7, FixedRate: 0.4, Discard: discard.Config{Initial: 0.3, Down: 0.1, DelayThreshold: 1000}})
+	const n = 50
+	for s := range 4 {
+		sent, err := sa.Send(ctx, testPackets(s, n, 64))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sent.Rate != 0.4 || sent.Dropped < 19 || sent.Dropped > 20 {
+			t.Fatalf("stage %d sent as %+v, want rate 0.4 and 20 of 50 dropped", s, sent)
+		}
+		if _, err := sb.Recv(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.ReportQuality(ctx, sent.Number, 1/float64(s+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent, err := sa.SendPartWhole(ctx, testPackets(9, n, 64), 0, 1)
+	if err != nil || sent.Dropped != 0 {
+		t.Fatalf("whole stage: %+v, %v", sent, err)
+	}
+	if _, err := sb.Recv(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "the controller to apply the feedback", func() bool { return sa.Stats().Controller.Applied >= 2 })
+	if st := sa.Stats(); st.Controller.Lowered == 0 || st.Rate != 0.4 {
+		t.Fatalf("the controller never lowered its rate on falling quality: %+v", st.Controller)
 	}
 }

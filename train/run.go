@@ -106,6 +106,10 @@ type Options struct {
 	// Discard configures the losstolerant mode's controllers; the zero
 	// value means DefaultDiscard.
 	Discard discard.Config
+	// DiscardRate, when > 0, pins the losstolerant mode's discard rate
+	// (the controllers still run, for Stats): to compare the controller
+	// with fixed rates. [0, 1); 0 = the controller's rate.
+	DiscardRate float64
 	// ErrorFeedback turns on error feedback in the losstolerant mode.
 	ErrorFeedback bool
 	// PacketFloats is the packet size in values; 0 = comm's default.
@@ -206,6 +210,9 @@ func (o Options) validate() (Options, error) {
 	}
 	if o.Discard, err = o.Discard.Validate(); err != nil {
 		return o, fmt.Errorf("%w: Discard: %w", ErrConfig, err)
+	}
+	if !(o.DiscardRate >= 0 && o.DiscardRate < 1) {
+		return o, fmt.Errorf("%w: DiscardRate = %v out of range; allowed [0, 1) (0 = the controller's)", ErrConfig, o.DiscardRate)
 	}
 	if o.PacketFloats < 0 || o.PacketFloats > 1<<20 {
 		return o, fmt.Errorf("%w: PacketFloats = %d out of range; allowed 1..1048576 (0 = %d)", ErrConfig, o.PacketFloats, comm.DefaultPacketFloats)
@@ -405,6 +412,9 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 		outStages = make([]*multirail.StageConn, N)
 		for i := range N {
 			scfg := multirail.StageConfig{Discard: o.Discard, Seed: o.Seed + uint64(i), Reliable: mode == Reliable, Logger: o.Logger}
+			if mode == LossTolerant {
+				scfg.FixedRate = o.DiscardRate
+			}
 			so, err := multirail.NewStageConn(top.out[i], scfg)
 			if err != nil {
 				return Result{}, err

@@ -27,7 +27,7 @@ type trainFlags struct {
 	workers, steps, batch, evalEvery, packetFloats, syncEvery int
 	mode, rails, congestion, load, hidden, partition          string
 	busy, idle                                                time.Duration
-	lr, target                                                float64
+	lr, target, discardRate                                   float64
 	discardOpt, out, seed                                     string
 	errorFeedback, json, quiet                                bool
 }
@@ -76,6 +76,7 @@ accuracy.png (test accuracy against training time, per mode), discard.png
 	fl.DurationVar(&f.idle, "idle", 200*time.Millisecond, "mean idle period of the bursty load")
 	fl.StringVar(&f.load, "load", "0.5:0.9", "range of the fraction of a rail a busy period takes, MIN:MAX")
 	fl.StringVar(&f.discardOpt, "discard-opt", "", "discard controller constants as key=value,... ("+strings.Join(discard.OptionKeys, ", ")+"; see docs/discard.md)")
+	fl.Float64Var(&f.discardRate, "discard-rate", 0, "losstolerant: pin the discard rate to R in (0, 1) instead of the controller's (to compare with fixed rates); 0 = the controller")
 	fl.BoolVar(&f.errorFeedback, "error-feedback", false, "keep discarded gradient packets and send them with the next step")
 	fl.IntVar(&f.packetFloats, "packet-floats", 0, "gradient values per packet (default 1024)")
 	fl.IntVar(&f.syncEvery, "sync-every", train.DefaultSyncEvery, "losstolerant: average the replicas' parameters (nothing discarded) every N steps and after the last; -1 = never")
@@ -123,6 +124,10 @@ func (f *trainFlags) options() (train.Options, error) {
 	if f.packetFloats < 0 || f.packetFloats > 4000 {
 		return o, usagef("--packet-floats %d: allowed 1..4000 (a packet must fit an eager message of 16 KiB), 0 = default 1024", f.packetFloats)
 	}
+	if !(f.discardRate >= 0 && f.discardRate < 1) {
+		return o, usagef("--discard-rate %v: allowed [0, 1), 0 = the controller's rate", f.discardRate)
+	}
+	o.DiscardRate = f.discardRate
 	p, err := train.ParsePartition(f.partition)
 	if err != nil {
 		return o, usagef("--partition %q: allowed iid, shards:K (K 1..100) or dirichlet:ALPHA (0.001..1000)", f.partition)
@@ -188,7 +193,10 @@ type trainReport struct {
 	Rails      string         `json:"rails"`
 	Congestion string         `json:"congestion"`
 	Discard    discard.Config `json:"discard"`
-	Results    []train.Result `json:"results"`
+	// DiscardRate is the pinned rate of --discard-rate, absent when the
+	// controller set it.
+	DiscardRate float64        `json:"discard_rate,omitempty"`
+	Results     []train.Result `json:"results"`
 }
 
 func runTrain(ctx context.Context, g *globals, f *trainFlags, o train.Options) error {
@@ -215,7 +223,7 @@ func runTrain(ctx context.Context, g *globals, f *trainFlags, o train.Options) e
 		cong = fmt.Sprintf("bursty busy=%v idle=%v load=%s", o.Congestion.Busy, o.Congestion.Idle, f.load)
 	}
 	// o.Discard came validated, defaults filled, from discard.ParseOptions.
-	rep := trainReport{Workers: o.Workers, Partition: o.Partition.String(), Rails: emu.FormatSpecs(o.Rails), Congestion: cong, Discard: o.Discard, Results: res}
+	rep := trainReport{Workers: o.Workers, Partition: o.Partition.String(), Rails: emu.FormatSpecs(o.Rails), Congestion: cong, Discard: o.Discard, DiscardRate: o.DiscardRate, Results: res}
 	if f.out != "" {
 		if err := writeTrainOutputs(f.out, rep); err != nil {
 			return err
