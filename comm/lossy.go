@@ -22,6 +22,7 @@ type lossyState struct {
 type lossyReducer interface {
 	Allreduce(ctx context.Context, x []float32) error
 	ReportQuality(ctx context.Context, q float64) error
+	Stats() RingStats
 }
 
 // stageKey is the part of a communicator id the stage tags carry.
@@ -157,6 +158,18 @@ func (c *Comm) newLossy(cfg RingConfig) (lossyReducer, error) {
 		mesh[i] = s
 	}
 	return NewTranspose(c.rank, n, mesh, cfg)
+}
+
+// LossyStats returns the counters of this rank's loss-tolerant Allreduce
+// calls on c (packets sent, discarded, received, missing), zero before the
+// first. A call with another RingConfig than the last starts them anew.
+func (c *Comm) LossyStats() RingStats {
+	c.collMu.Lock()
+	defer c.collMu.Unlock()
+	if c.lossy == nil {
+		return RingStats{}
+	}
+	return c.lossy.red.Stats()
 }
 
 // ReportQuality reports the quality of the last loss-tolerant Allreduce's

@@ -472,7 +472,11 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 	errs := make([]error, N)
 	for i := range N {
 		wg.Go(func() {
-			w := worker{o: o, mode: mode, rank: i, m: models[i], r: rings[i], outStages: outStages, part: parts[i],
+			ex := ringExchanger{r: rings[i]}
+			if outStages != nil {
+				ex.out = outStages[i]
+			}
+			w := worker{o: o, mode: mode, rank: i, m: models[i], ex: ex, part: parts[i],
 				losses: losses, dropped: dropped, total: total, start: start}
 			if i == 0 {
 				w.checkpoint = checkpoint
@@ -533,15 +537,23 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 			res.ReplicaSpread = math.Max(res.ReplicaSpread, math.Abs(v-p0[k]))
 		}
 	}
-	// Accuracy of every checkpoint, rank 0's model.
-	eval := models[0].Clone()
+	if err := res.evaluate(models[0], snaps, *o.Test); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// evaluate fills the accuracy curve, the time and steps to the target and
+// the final accuracy in from the checkpoints snaps of model m's parameters.
+func (res *Result) evaluate(m *MLP, snaps []snapshot, test Dataset) error {
+	eval := m.Clone()
 	for _, sn := range snaps {
 		if err := eval.SetParams(sn.params); err != nil {
-			return res, err
+			return err
 		}
-		acc := eval.Accuracy(*o.Test)
+		acc := eval.Accuracy(test)
 		res.Curve = append(res.Curve, Point{Step: sn.step, Time: sn.t.Seconds(), Accuracy: acc})
-		if acc >= o.Target && res.TimeToTarget == nil {
+		if acc >= res.TargetAccuracy && res.TimeToTarget == nil {
 			tt, st := sn.t.Seconds(), sn.step
 			res.TimeToTarget, res.StepsToTarget = &tt, &st
 		}
@@ -549,7 +561,45 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 	if len(res.Curve) > 0 {
 		res.FinalAccuracy = res.Curve[len(res.Curve)-1].Accuracy
 	}
-	return res, nil
+	return nil
+}
+
+// exchanger is how a worker averages gradients with the others: over an
+// in-process comm.Ring (Run) or a communicator (RunRank).
+type exchanger interface {
+	// Allreduce averages grad over the workers in the mode's way.
+	Allreduce(ctx context.Context, grad []float32) error
+	// ReportQuality reports the quality of the last Allreduce's result.
+	ReportQuality(ctx context.Context, q float64) error
+	// Sync averages buf over the workers exactly (nothing discarded).
+	Sync(ctx context.Context, buf []float32) error
+	// Counts returns the packets this worker discarded and sent plus
+	// discarded so far, when it knows them.
+	Counts() (dropped, total uint64, ok bool)
+}
+
+// ringExchanger is Run's exchanger: a Ring over StageLinks (or MemRing),
+// out the worker's outgoing StageConn (nil over MemRing).
+type ringExchanger struct {
+	r   *comm.Ring
+	out *multirail.StageConn
+}
+
+func (x ringExchanger) Allreduce(ctx context.Context, g []float32) error {
+	return x.r.Allreduce(ctx, g)
+}
+func (x ringExchanger) ReportQuality(ctx context.Context, q float64) error {
+	return x.r.ReportQuality(ctx, q)
+}
+func (x ringExchanger) Sync(ctx context.Context, buf []float32) error {
+	return x.r.AllreduceWhole(ctx, buf)
+}
+func (x ringExchanger) Counts() (uint64, uint64, bool) {
+	if x.out == nil {
+		return 0, 0, false
+	}
+	st := x.out.Stats()
+	return st.PacketsDropped, st.PacketsDropped + st.PacketsSent, true
 }
 
 // worker is one rank's training loop.
@@ -559,8 +609,7 @@ type worker struct {
 	rank       int
 	part       []int // the samples of o.Train this worker draws from
 	m          *MLP
-	r          *comm.Ring
-	outStages  []*multirail.StageConn
+	ex         exchanger
 	losses     []float64
 	dropped    [][]uint64
 	total      [][]uint64
@@ -569,7 +618,7 @@ type worker struct {
 }
 
 func (w *worker) run(ctx context.Context) error {
-	o, m, r := w.o, w.m, w.r
+	o, m, r := w.o, w.m, w.ex
 	rng := rand.New(rand.NewPCG(o.Seed, uint64(w.rank)+1))
 	idx := make([]int, o.Batch)
 	grad := make([]float32, m.NumParams())
@@ -605,11 +654,10 @@ func (w *worker) run(ctx context.Context) error {
 			}
 		}
 		rate := 0.0
-		if w.outStages != nil {
-			st := w.outStages[w.rank].Stats()
-			w.dropped[step][w.rank] = st.PacketsDropped - lastDropped
-			w.total[step][w.rank] = st.PacketsDropped + st.PacketsSent - lastTotal
-			lastDropped, lastTotal = st.PacketsDropped, st.PacketsDropped+st.PacketsSent
+		if d, t, ok := r.Counts(); ok {
+			w.dropped[step][w.rank] = d - lastDropped
+			w.total[step][w.rank] = t - lastTotal
+			lastDropped, lastTotal = d, t
 			if w.total[step][w.rank] > 0 {
 				rate = float64(w.dropped[step][w.rank]) / float64(w.total[step][w.rank])
 			}
@@ -634,7 +682,7 @@ func (w *worker) sync(ctx context.Context, buf []float32) error {
 	for i, v := range p {
 		buf[i] = float32(v)
 	}
-	if err := w.r.AllreduceWhole(ctx, buf); err != nil {
+	if err := w.ex.Sync(ctx, buf); err != nil {
 		return err
 	}
 	for i, v := range buf {

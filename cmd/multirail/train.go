@@ -5,16 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/multirail/multirail/comm"
 	"github.com/multirail/multirail/discard"
 	"github.com/multirail/multirail/emu"
 	"github.com/multirail/multirail/train"
@@ -29,7 +32,7 @@ type trainFlags struct {
 	busy, idle                                                time.Duration
 	lr, target, discardRate                                   float64
 	discardOpt, out, seed                                     string
-	errorFeedback, json, quiet                                bool
+	errorFeedback, json, quiet, perProcess, workersSet        bool
 }
 
 func newTrain(g *globals) *cobra.Command {
@@ -55,6 +58,7 @@ accuracy.png (test accuracy against training time, per mode), discard.png
 (discard rate per step) and results.json.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.workersSet = cmd.Flags().Changed("workers")
 			o, err := f.options()
 			if err != nil {
 				return err
@@ -86,6 +90,7 @@ accuracy.png (test accuracy against training time, per mode), discard.png
 	fl.StringVar(&f.out, "out", "", "directory to write PNG plots and results.json to")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object on stdout")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr")
+	fl.BoolVar(&f.perProcess, "per-process", false, "run this process as one worker of a job started by a launcher (multirail run, mpirun, srun, torchrun; see comm.Init): the job's ranks are the workers, its rails the network (--rails and the congestion flags do not apply: use the launcher's, e.g. multirail run --emu); rank 0 prints the results")
 	return cmd
 }
 
@@ -211,19 +216,30 @@ func runTrain(ctx context.Context, g *globals, f *trainFlags, o train.Options) e
 		}
 	}
 	o.Logger = g.logger()
-	pr := newTrainProgress(g.stderr, f.quiet, o)
-	o.Progress = pr.update
-	res, err := train.Run(ctx, o)
-	pr.done()
-	if err != nil {
-		return err
-	}
 	cong := "off"
 	if !o.Congestion.Off {
 		cong = fmt.Sprintf("bursty busy=%v idle=%v load=%s", o.Congestion.Busy, o.Congestion.Idle, f.load)
 	}
 	// o.Discard came validated, defaults filled, from discard.ParseOptions.
-	rep := trainReport{Workers: o.Workers, Partition: o.Partition.String(), Rails: emu.FormatSpecs(o.Rails), Congestion: cong, Discard: o.Discard, DiscardRate: o.DiscardRate, Results: res}
+	rep := trainReport{Workers: o.Workers, Partition: o.Partition.String(), Rails: emu.FormatSpecs(o.Rails), Congestion: cong, Discard: o.Discard, DiscardRate: o.DiscardRate}
+	var res []train.Result
+	var err error
+	if f.perProcess {
+		var root bool
+		res, root, err = trainPerProcess(ctx, g, f, o, &rep)
+		if err != nil || !root {
+			return err
+		}
+	} else {
+		pr := newTrainProgress(g.stderr, f.quiet, o)
+		o.Progress = pr.update
+		res, err = train.Run(ctx, o)
+		pr.done()
+		if err != nil {
+			return err
+		}
+	}
+	rep.Results = res
 	if f.out != "" {
 		if err := writeTrainOutputs(f.out, rep); err != nil {
 			return err
@@ -349,4 +365,43 @@ func (pr *trainProgress) done() {
 		}
 	}
 	pr.p.Wait()
+}
+
+// trainPerProcess runs this process as one worker of a launched job
+// (train.RunRank). It reports whether this is rank 0, the one that prints.
+func trainPerProcess(ctx context.Context, g *globals, f *trainFlags, o train.Options, rep *trainReport) ([]train.Result, bool, error) {
+	var finished atomic.Bool
+	logger := slog.New(quietEndHandler{g.logger().Handler(), &finished})
+	cfg := comm.Config{Logger: logger}
+	cfg.Stage.Discard, cfg.Stage.FixedRate = o.Discard, o.DiscardRate
+	cfg.Stage.Seed = o.Seed
+	c, err := comm.Init(ctx, cfg)
+	if err != nil {
+		return nil, false, err
+	}
+	defer c.Close()
+	if f.workersSet && f.workers != c.Size() {
+		return nil, false, usagef("--workers %d: the job has %d ranks (with --per-process every rank is a worker; leave --workers out)", f.workers, c.Size())
+	}
+	root := c.Rank() == 0
+	o.Workers = c.Size()
+	o.Logger = logger
+	pr := newTrainProgress(g.stderr, f.quiet || !root, o)
+	o.Progress = pr.update
+	res, err := train.RunRank(ctx, c, o)
+	pr.done()
+	if err == nil {
+		// Rank 0 evaluates its checkpoints last: the others wait for it
+		// rather than leave it talking to closed connections. From here
+		// the ranks close in any order (a failed barrier is still an
+		// error; only the closing peers' warnings are dropped).
+		finished.Store(true)
+		err = c.Barrier(ctx)
+	}
+	rep.Workers = c.Size()
+	rep.Rails, rep.Congestion = "the job's (per process)", "the job's (per process)"
+	if e := os.Getenv(comm.EnvEmu); e != "" {
+		rep.Rails = e
+	}
+	return res, root, err
 }

@@ -1,0 +1,77 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/multirail/multirail"
+	"github.com/multirail/multirail/comm"
+	"github.com/multirail/multirail/discard"
+)
+
+// TestRunRank: three workers, each a rank of a communicator (in one
+// process here; `multirail train --per-process` runs them as processes),
+// train both modes on a non-IID split. The reliable mode keeps the
+// replicas identical; the loss-tolerant one discards packets (the
+// controller starts at 0.3), and both learn.
+func TestRunRank(t *testing.T) {
+	tr, te := smallData(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cs, err := comm.NewLocal(ctx, 3, comm.Config{Stage: multirail.StageConfig{Discard: discard.Config{Initial: 0.3, Max: 0.5}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range cs {
+			_ = c.Close()
+		}
+	}()
+	o := Options{Steps: 120, EvalEvery: 40, Train: tr, Test: te, Partition: Partition{Kind: PartitionShards, K: 4}}
+	res := make([][]Result, len(cs))
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Go(func() { res[i], errs[i] = RunRank(ctx, c, o) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	r := res[0]
+	if len(r) != 2 || r[0].Mode != Reliable || r[1].Mode != LossTolerant {
+		t.Fatalf("modes: %+v", r)
+	}
+	if r[0].ReplicaSpread != 0 || r[0].MeanDiscardRate != 0 {
+		t.Fatalf("reliable: spread %v, discard %v; want 0 and 0", r[0].ReplicaSpread, r[0].MeanDiscardRate)
+	}
+	if r[1].MeanDiscardRate <= 0.05 {
+		t.Fatalf("losstolerant discarded %.3f of its packets; the controller starts at 0.3", r[1].MeanDiscardRate)
+	}
+	for _, m := range r {
+		if len(m.Curve) != 4 || m.FinalAccuracy < 0.6 {
+			t.Fatalf("%s: curve %+v, final accuracy %.3f (want 4 checkpoints and >= 0.6)", m.Mode, m.Curve, m.FinalAccuracy)
+		}
+	}
+	if len(res[1][0].Curve) != 0 {
+		t.Fatal("rank 1 evaluated too")
+	}
+}
+
+func TestRunRankErrors(t *testing.T) {
+	ctx := context.Background()
+	cs, err := comm.NewLocal(ctx, 1, comm.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs[0].Close()
+	if _, err := RunRank(ctx, cs[0], Options{}); !errors.Is(err, ErrConfig) {
+		t.Fatalf("one rank: %v", err)
+	}
+	if _, err := RunRank(ctx, cs[0], Options{Workers: 4}); !errors.Is(err, ErrConfig) {
+		t.Fatalf("Workers 4 on 1 rank: %v", err)
+	}
+}
