@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/multirail/multirail"
+	"github.com/multirail/multirail/emu"
 )
 
 // AnySource and AnyTag match a message from any rank or with any tag.
@@ -235,6 +236,7 @@ type world struct {
 	log                  *slog.Logger
 	peers                []*peer // by world rank; nil for this rank
 	closers              []io.Closer
+	emuLinks             []*emu.Link // this rank's emulated rails (Config.Emu)
 
 	host string // this rank's host name
 
@@ -549,4 +551,15 @@ func (w *world) newComm(id uint64, ranks []int) *Comm {
 	c.cs.comm = c
 	w.mu.Unlock()
 	return c
+}
+
+// RestartEmuLoad restarts, now, the background-load schedule of this
+// rank's emulated rails (Config.EmuLoad): call it on every rank right
+// after a barrier so that runs compared with each other see the same
+// schedule from their start. Without emulated rails it does nothing.
+func (c *Comm) RestartEmuLoad() {
+	now := time.Now()
+	for _, l := range c.w.emuLinks {
+		l.SetEpoch(now)
+	}
 }

@@ -55,6 +55,14 @@ type Config struct {
 	// rank shapes the rails of the connections it accepts. Ranks must
 	// share one host.
 	Emu string
+	// EmuLoad is background load on the emulated rails (needs Emu): a
+	// pattern as emu.ParsePattern reads it, e.g. "bursty", or
+	// "phases:calm=3s,congested=3s" (congestion that comes and goes).
+	// Each rank loads the rails of the connections it accepts, on a
+	// schedule drawn from the pattern's seed, its rank and the rail, that
+	// covers two hours from the communicator's start (RestartEmuLoad
+	// restarts it). "" or "off": none.
+	EmuLoad string
 	// LoopbackRails is the number of loopback rails between two ranks of
 	// one host (without Emu), 1..multirail.MaxRails; 0 means 1.
 	LoopbackRails int
@@ -96,8 +104,13 @@ type Config struct {
 // config is a validated Config.
 type config struct {
 	Config
-	emu []emu.Spec
+	emu     []emu.Spec
+	emuLoad emu.Pattern
 }
+
+// emuLoadHorizon is how long the background-load schedule of Config.EmuLoad
+// runs from its epoch.
+const emuLoadHorizon = 2 * time.Hour
 
 // DefaultMaxMessageSize is the largest message between ranks unless
 // Config.Transport sets another.
@@ -166,6 +179,16 @@ func (c Config) validate() (config, error) {
 			return out, fmt.Errorf("%w: Config.Emu = %q has %d rails; allowed: 1..%d", ErrConfig, c.Emu, len(specs), multirail.MaxRails)
 		}
 		out.emu = specs
+	}
+	if c.EmuLoad != "" {
+		p, err := emu.ParsePattern(c.EmuLoad)
+		if err != nil {
+			return out, fmt.Errorf("%w: Config.EmuLoad: %w", ErrConfig, err)
+		}
+		if p.Kind != emu.PatternOff && c.Emu == "" {
+			return out, fmt.Errorf("%w: Config.EmuLoad = %q without Config.Emu: background load needs emulated rails", ErrConfig, c.EmuLoad)
+		}
+		out.emuLoad = p
 	}
 	out.Thresholds = withMeasured(c.Thresholds)
 	if out.Logger == nil {

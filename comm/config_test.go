@@ -2,11 +2,13 @@ package comm
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/multirail/multirail"
+	"github.com/multirail/multirail/emu"
 )
 
 // TestBusyPollDefaults: a zero Transport.BusyPoll polls for
@@ -67,6 +69,46 @@ func TestBusyPollDefaults(t *testing.T) {
 		}
 		if err != nil || out.Transport.BusyPoll != tc.want {
 			t.Errorf("%s=%q over %v: got %v, %v; want %v", EnvBusyPoll, tc.env, tc.set, out.Transport.BusyPoll, err, tc.want)
+		}
+	}
+}
+
+// TestEmuLoad: Config.EmuLoad (or MULTIRAIL_EMU_LOAD) puts the pattern's
+// schedule, drawn per rank and rail, on every rank's emulated rails, and
+// RestartEmuLoad moves their epoch; a bad pattern or one without Emu is
+// refused.
+func TestEmuLoad(t *testing.T) {
+	for _, cfg := range []Config{{EmuLoad: "bursty"}, {Emu: "emu:100mbit", EmuLoad: "storm"}} {
+		if _, err := cfg.validate(); !errors.Is(err, ErrConfig) {
+			t.Errorf("%+v: %v, want ErrConfig", cfg, err)
+		}
+	}
+	if _, err := ConfigFromEnv(Config{}, func(k string) (string, bool) {
+		return map[string]string{EnvEmuLoad: "phases:calm=0s"}[k], k == EnvEmuLoad
+	}); !errors.Is(err, ErrConfig) {
+		t.Errorf("MULTIRAIL_EMU_LOAD=phases:calm=0s: %v, want ErrConfig", err)
+	}
+	cs := local(t, 2, Config{Emu: "emu:100mbit,emu:50mbit", EmuLoad: "phases:calm=1s,congested=1s,seed=4"})
+	var first []emu.Load
+	for r, c := range cs {
+		if len(c.w.emuLinks) != 2 {
+			t.Fatalf("rank %d has %d emulated links", r, len(c.w.emuLinks))
+		}
+		for j, l := range c.w.emuLinks {
+			steps := l.Profile().Steps
+			if len(steps) < 100 || steps[0].Fraction != 0 {
+				t.Fatalf("rank %d rail %d: %d load steps, first %+v (want a schedule starting calm)", r, j, len(steps), steps[0])
+			}
+			if first == nil {
+				first = steps
+			} else if slices.Equal(first, steps) {
+				t.Fatalf("rank %d rail %d has the same schedule as rank 0 rail 0", r, j)
+			}
+		}
+		before := c.w.emuLinks[0].Epoch()
+		c.RestartEmuLoad()
+		if !c.w.emuLinks[0].Epoch().After(before) {
+			t.Fatal("RestartEmuLoad did not move the epoch")
 		}
 	}
 }

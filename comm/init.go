@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"net/url"
@@ -31,8 +32,11 @@ import (
 // Environment variables Init reads besides the launcher's (package
 // launch) and MULTIRAIL_TOKEN.
 const (
-	EnvIfName  = "MULTIRAIL_IFNAME"  // Config.IfName
-	EnvEmu     = "MULTIRAIL_EMU"     // Config.Emu
+	EnvIfName = "MULTIRAIL_IFNAME" // Config.IfName
+	EnvEmu    = "MULTIRAIL_EMU"    // Config.Emu
+	// EnvEmuLoad sets Config.EmuLoad: a load pattern such as
+	// "phases:calm=3s,congested=3s" (emu.ParsePattern).
+	EnvEmuLoad = "MULTIRAIL_EMU_LOAD"
 	EnvAlgo    = "MULTIRAIL_ALGO"    // Config.Algorithms: "allreduce=ring,bcast=binomial"
 	EnvTimeout = "MULTIRAIL_TIMEOUT" // Config.Timeout: a Go duration
 	EnvSched   = "MULTIRAIL_SCHED"   // Config.Transport.Scheduler
@@ -46,7 +50,7 @@ const (
 // torchrun, env://, Open MPI, MPICH, Slurm, Kubernetes), meets the other
 // ranks at the rendezvous, finds the rails to each of them and connects.
 // Empty fields of cfg are taken from MULTIRAIL_IFNAME, MULTIRAIL_EMU,
-// MULTIRAIL_ALGO, MULTIRAIL_TIMEOUT, MULTIRAIL_SCHED and
+// MULTIRAIL_EMU_LOAD, MULTIRAIL_ALGO, MULTIRAIL_TIMEOUT, MULTIRAIL_SCHED and
 // MULTIRAIL_BUSY_POLL where set. It
 // returns once every rank is connected to every other.
 func Init(ctx context.Context, cfg Config) (*Comm, error) {
@@ -69,6 +73,12 @@ func ConfigFromEnv(cfg Config, getenv func(string) (string, bool)) (Config, erro
 	}
 	if v, ok := getenv(EnvEmu); ok && cfg.Emu == "" {
 		cfg.Emu = v
+	}
+	if v, ok := getenv(EnvEmuLoad); ok && cfg.EmuLoad == "" {
+		if _, err := emu.ParsePattern(v); err != nil {
+			return cfg, fmt.Errorf("%w: %s=%q: %v", ErrConfig, EnvEmuLoad, v, err)
+		}
+		cfg.EmuLoad = v
 	}
 	if v, ok := getenv(EnvSched); ok && v != "" && cfg.Transport.Scheduler == "" {
 		cfg.Transport.Scheduler = v
@@ -193,13 +203,14 @@ func identity(n int) []int {
 
 // boot holds what Start builds until the world is up.
 type boot struct {
-	info    launch.Info
-	cfg     config
-	log     *slog.Logger
-	ln      *multirail.Listener
-	closers []io.Closer
-	conns   []*multirail.Conn
-	srvDone chan struct{}
+	info     launch.Info
+	cfg      config
+	log      *slog.Logger
+	ln       *multirail.Listener
+	closers  []io.Closer
+	emuLinks []*emu.Link
+	conns    []*multirail.Conn
+	srvDone  chan struct{}
 }
 
 func (b *boot) cleanup() {
@@ -246,12 +257,18 @@ func (b *boot) run(ctx context.Context) (*Comm, error) {
 	if me.Host == "" {
 		me.Host, _ = os.Hostname()
 	}
-	for _, s := range cfg.emu {
-		l, err := emu.NewLink(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), s.LinkConfig(nil))
+	for j, s := range cfg.emu {
+		var loads []emu.Load
+		if cfg.emuLoad.Kind != emu.PatternOff && cfg.emuLoad.Kind != "" {
+			rng := rand.New(rand.NewPCG(cfg.emuLoad.Seed, uint64(info.Rank)<<8|uint64(j)))
+			loads = cfg.emuLoad.Loads(rng, j, emuLoadHorizon)
+		}
+		l, err := emu.NewLink(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), s.LinkConfig(loads))
 		if err != nil {
 			return nil, fmt.Errorf("emulated rail %s: %w", s, err)
 		}
 		b.closers = append(b.closers, l)
+		b.emuLinks = append(b.emuLinks, l)
 		me.Emu = append(me.Emu, l.Addr())
 	}
 	filter, err := netif.ParseFilter(cfg.IfName)
@@ -303,6 +320,7 @@ func (b *boot) run(ctx context.Context) (*Comm, error) {
 	// after a failure. A connection of an unknown session is refused.
 	ln := b.ln
 	w.closers = append([]io.Closer{ln}, b.closers...)
+	w.emuLinks = b.emuLinks
 	b.ln, b.closers, b.conns = nil, nil, nil
 	w.start()
 	w.wg.Go(func() {

@@ -39,3 +39,24 @@ func FuzzParseSpec(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParsePattern: ParsePattern never panics, errors are one line, and a
+// pattern that parses round-trips through String.
+func FuzzParsePattern(f *testing.F) {
+	for _, s := range []string{"off", "bursty", "bursty:busy=1s,idle=50ms,load=0.1:0.2,seed=9", "phases:calm=2s,congested=1s", "phases:load=0.5:0.5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParsePattern(s)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("ParsePattern(%q): error not one line: %q", s, err)
+			}
+			return
+		}
+		back, err := ParsePattern(p.String())
+		if err != nil || back != p {
+			t.Fatalf("ParsePattern(%q) = %+v; String %q parses as %+v, %v", s, p, p.String(), back, err)
+		}
+	})
+}

@@ -111,6 +111,8 @@ func runRankMode(ctx context.Context, c *comm.Comm, o Options, mode Mode) (Resul
 	if err := c.Barrier(ctx); err != nil {
 		return Result{}, err
 	}
+	// Both modes see the same background-load schedule from their start.
+	c.RestartEmuLoad()
 	start := time.Now()
 	w := worker{o: o, mode: mode, rank: rank, m: m, part: parts[rank],
 		ex:     commExchanger{c: c, lossy: mode == LossTolerant, cfg: comm.RingConfig{PacketFloats: o.PacketFloats, Op: comm.Mean, ErrorFeedback: o.ErrorFeedback}},

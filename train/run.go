@@ -53,14 +53,32 @@ var ErrConfig = errors.New("train: invalid config")
 
 // Congestion is the background load on every emulated rail: busy periods
 // that take a fraction of the rail (drawn uniformly from [Min, Max]) alternate
-// with idle ones, each of exponentially distributed length. The zero value
-// is the default congested scenario; Off disables it.
+// with idle ones, each of exponentially distributed length. With Phases the
+// congestion comes and goes: calm phases of Calm without load alternate
+// with congested phases of Congested in which the busy and idle periods
+// run (emu.Pattern "phases"). The zero value is the default congested
+// scenario; Off disables it.
 type Congestion struct {
 	Off  bool
 	Busy time.Duration // mean busy period; 0 = 400ms
 	Idle time.Duration // mean idle period; 0 = 200ms
 	Min  float64       // 0 = 0.5
 	Max  float64       // 0 = 0.9
+	// Phases alternates calm and congested phases, Calm and Congested
+	// long (0 = 3s each), the first calm.
+	Phases          bool
+	Calm, Congested time.Duration
+}
+
+// pattern returns c as an emu.Pattern (c validated).
+func (c Congestion) pattern() emu.Pattern {
+	switch {
+	case c.Off:
+		return emu.Pattern{Kind: emu.PatternOff}
+	case c.Phases:
+		return emu.Pattern{Kind: emu.PatternPhases, Busy: c.Busy, Idle: c.Idle, Min: c.Min, Max: c.Max, Calm: c.Calm, Congested: c.Congested}
+	}
+	return emu.Pattern{Kind: emu.PatternBursty, Busy: c.Busy, Idle: c.Idle, Min: c.Min, Max: c.Max}
 }
 
 // validate returns c with its defaults filled in, or an error naming the
@@ -87,6 +105,22 @@ func (c Congestion) validate() (Congestion, error) {
 		return c, fmt.Errorf("%w: Congestion.Min = %v out of range; allowed (0, 1) (0 = 0.5)", ErrConfig, c.Min)
 	case !(c.Max >= c.Min && c.Max < 1):
 		return c, fmt.Errorf("%w: Congestion.Max = %v out of range; allowed [Min = %v, 1) (0 = 0.9)", ErrConfig, c.Max, c.Min)
+	}
+	if c.Phases {
+		if c.Calm == 0 {
+			c.Calm = emu.DefaultCalm
+		}
+		if c.Congested == 0 {
+			c.Congested = emu.DefaultCongested
+		}
+		for _, d := range []struct {
+			name string
+			v    time.Duration
+		}{{"Calm", c.Calm}, {"Congested", c.Congested}} {
+			if d.v < time.Millisecond || d.v > time.Hour {
+				return c, fmt.Errorf("%w: Congestion.%s = %v out of range; allowed 1ms..1h (0 = 3s)", ErrConfig, d.name, d.v)
+			}
+		}
 	}
 	return c, nil
 }
@@ -358,7 +392,7 @@ func connect(ctx context.Context, o Options) (*ring, error) {
 					return nil
 				}
 				rng := rand.New(rand.NewPCG(o.Seed^0x6c6f6164, uint64(i*64+j)))
-				return emu.Bursty(rng, j, o.Congestion.Busy, o.Congestion.Idle, o.Congestion.Min, o.Congestion.Max, horizon)
+				return o.Congestion.pattern().Loads(rng, j, horizon)
 			},
 			Name:          func(j int) string { return fmt.Sprintf("link%d-%s", i, o.Rails[j]) },
 			Nominal:       true,

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/multirail/multirail/comm"
 	"github.com/multirail/multirail/comm/rdzv"
 	"github.com/multirail/multirail/emu"
 	"github.com/spf13/cobra"
@@ -34,7 +35,7 @@ const maxTagLine = 64 << 10
 
 type runFlags struct {
 	np             int
-	emu            string
+	emu, emuLoad   string
 	tagOutput      bool
 	json           bool
 	timeout, grace time.Duration
@@ -44,6 +45,7 @@ type runFlags struct {
 type runPlan struct {
 	np             int
 	emu            string // as given; "" when --emu is absent
+	emuLoad        string // canonical pattern; "" when --emu-load is absent
 	program        string // resolved path
 	argv0          string // as given
 	args           []string
@@ -66,7 +68,8 @@ Every rank inherits run's environment plus
   MULTIRAIL_LOCAL_SIZE (N), MULTIRAIL_JOB_ID (random),
   MULTIRAIL_RDZV=tcp://127.0.0.1:PORT, MULTIRAIL_RDZV_SERVE=0 (run serves it),
   MULTIRAIL_TOKEN (random; run's own MULTIRAIL_TOKEN when that is set),
-  MULTIRAIL_EMU=SPECS with --emu (emulated rails between every pair of ranks).
+  MULTIRAIL_EMU=SPECS with --emu (emulated rails between every pair of ranks),
+  MULTIRAIL_EMU_LOAD=PATTERN with --emu-load (background load on them).
 Standard input is not forwarded (ranks read /dev/null).
 
 Output passes through untouched. --tag-output prefixes every line with
@@ -101,6 +104,7 @@ rank never registered, a refused card) is reported on stderr.`,
 	fl.SetInterspersed(false)
 	fl.IntVarP(&f.np, "np", "n", 0, "number of ranks, 1.."+strconv.Itoa(maxRanks))
 	fl.StringVar(&f.emu, "emu", "", "emulated rails for every pair of ranks, emu:RATE[/DELAY],... (sets MULTIRAIL_EMU)")
+	fl.StringVar(&f.emuLoad, "emu-load", "", "background load on the emulated rails: off, bursty[:busy=400ms,idle=200ms,load=0.5:0.9,seed=N] or phases[:calm=3s,congested=3s,...] (congestion that comes and goes; sets MULTIRAIL_EMU_LOAD; needs --emu)")
 	fl.BoolVar(&f.tagOutput, "tag-output", false, "prefix each output line with [1,RANK]<stdout>: or [1,RANK]<stderr>:")
 	fl.DurationVar(&f.timeout, "timeout", 0, "stop the job after this long (0 = never)")
 	fl.DurationVar(&f.grace, "grace", 3*time.Second, "time between SIGTERM and SIGKILL when the job is stopped")
@@ -127,6 +131,16 @@ func (f *runFlags) plan(args []string) (runPlan, error) {
 			}
 		}
 		p.emu = f.emu
+	}
+	if f.emuLoad != "" {
+		pat, err := emu.ParsePattern(f.emuLoad)
+		if err != nil {
+			return p, usagef("--emu-load: %v", err)
+		}
+		if pat.Kind != emu.PatternOff && f.emu == "" {
+			return p, usagef("--emu-load %q needs --emu: background load runs on emulated rails", f.emuLoad)
+		}
+		p.emuLoad = pat.String()
 	}
 	if f.timeout < 0 {
 		return p, usagef("--timeout %v is negative: allowed a duration > 0, or 0 for none", f.timeout)
@@ -294,6 +308,9 @@ func rankEnv(p runPlan, rdzvURL, jobID, token string) []string {
 	}
 	if p.emu != "" {
 		set = append(set, "MULTIRAIL_EMU="+p.emu)
+	}
+	if p.emuLoad != "" {
+		set = append(set, comm.EnvEmuLoad+"="+p.emuLoad)
 	}
 	ours := []string{"MULTIRAIL_RANK", "MULTIRAIL_LOCAL_RANK"}
 	for _, kv := range set {

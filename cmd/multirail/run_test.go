@@ -380,6 +380,8 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"run", "-n", "2", "--"}, []string{"run needs a program"}},
 		{[]string{"run", "-n", "2", "--emu", "loop", "--", "true"}, []string{`--emu "loop": item 0 (loop) is not an emulated rail`, "allowed: emu:RATE"}},
 		{[]string{"run", "-n", "2", "--emu", "emu:fast", "--", "true"}, []string{"--emu", `"emu:fast"`, "allowed"}},
+		{[]string{"run", "-n", "2", "--emu-load", "phases", "--", "true"}, []string{`--emu-load "phases" needs --emu`}},
+		{[]string{"run", "-n", "2", "--emu", "emu:10mbit", "--emu-load", "storm", "--", "true"}, []string{"--emu-load", `"storm"`, "allowed: off, bursty"}},
 		{[]string{"run", "-n", "2", "--timeout", "soon", "--", "true"}, []string{`"soon"`, "--timeout"}},
 		{[]string{"run", "-n", "2", "--timeout", "-1s", "--", "true"}, []string{"--timeout -1s is negative"}},
 		{[]string{"run", "-n", "2", "--grace", "2h", "--", "true"}, []string{"--grace 2h0m0s is out of range: allowed 0..1h"}},

@@ -29,7 +29,7 @@ import (
 type trainFlags struct {
 	workers, steps, batch, evalEvery, packetFloats, syncEvery int
 	mode, rails, congestion, load, hidden, partition          string
-	busy, idle                                                time.Duration
+	busy, idle, calm, congested                               time.Duration
 	lr, target, discardRate                                   float64
 	discardOpt, out, seed                                     string
 	errorFeedback, json, quiet, perProcess, workersSet        bool
@@ -75,7 +75,9 @@ accuracy.png (test accuracy against training time, per mode), discard.png
 	fl.StringVar(&f.hidden, "hidden", "128", "hidden layer widths, comma-separated")
 	fl.StringVar(&f.partition, "partition", "iid", "how the training set is split across the workers: iid, shards:K (sorted by label, K shards each) or dirichlet:ALPHA (each class split in Dirichlet(ALPHA) proportions)")
 	fl.StringVar(&f.rails, "rails", train.DefaultRails, "emulated rails of every ring link (emu:RATE[/DELAY],...)")
-	fl.StringVar(&f.congestion, "congestion", "bursty", "background load: bursty or off")
+	fl.StringVar(&f.congestion, "congestion", "bursty", "background load: bursty, phases (calm phases of --calm without load alternate with bursty phases of --congested: congestion that comes and goes) or off")
+	fl.DurationVar(&f.calm, "calm", 3*time.Second, "length of a calm phase of --congestion phases")
+	fl.DurationVar(&f.congested, "congested", 3*time.Second, "length of a congested phase of --congestion phases")
 	fl.DurationVar(&f.busy, "busy", 400*time.Millisecond, "mean busy period of the bursty load")
 	fl.DurationVar(&f.idle, "idle", 200*time.Millisecond, "mean idle period of the bursty load")
 	fl.StringVar(&f.load, "load", "0.5:0.9", "range of the fraction of a rail a busy period takes, MIN:MAX")
@@ -164,7 +166,7 @@ func (f *trainFlags) options() (train.Options, error) {
 	switch f.congestion {
 	case "off":
 		o.Congestion.Off = true
-	case "bursty":
+	case "bursty", "phases":
 		if f.busy < time.Millisecond || f.busy > time.Minute {
 			return o, usagef("--busy %v: allowed 1ms..1m", f.busy)
 		}
@@ -178,8 +180,19 @@ func (f *trainFlags) options() (train.Options, error) {
 			return o, usagef("--load %q: want MIN:MAX with 0 < MIN <= MAX < 1", f.load)
 		}
 		o.Congestion = train.Congestion{Busy: f.busy, Idle: f.idle, Min: a, Max: b}
+		if f.congestion == "phases" {
+			for _, d := range []struct {
+				flag string
+				v    time.Duration
+			}{{"--calm", f.calm}, {"--congested", f.congested}} {
+				if d.v < time.Millisecond || d.v > time.Hour {
+					return o, usagef("%s %v: allowed 1ms..1h", d.flag, d.v)
+				}
+			}
+			o.Congestion.Phases, o.Congestion.Calm, o.Congestion.Congested = true, f.calm, f.congested
+		}
 	default:
-		return o, usagef("--congestion %q: allowed bursty or off", f.congestion)
+		return o, usagef("--congestion %q: allowed bursty, phases or off", f.congestion)
 	}
 	if o.Discard, err = discard.ParseOptions(f.discardOpt, train.DefaultDiscard); err != nil {
 		return o, usagef("--discard-opt %q: %v", f.discardOpt, err)
@@ -219,6 +232,9 @@ func runTrain(ctx context.Context, g *globals, f *trainFlags, o train.Options) e
 	cong := "off"
 	if !o.Congestion.Off {
 		cong = fmt.Sprintf("bursty busy=%v idle=%v load=%s", o.Congestion.Busy, o.Congestion.Idle, f.load)
+		if o.Congestion.Phases {
+			cong = fmt.Sprintf("phases calm=%v congested=%v, then %s", o.Congestion.Calm, o.Congestion.Congested, cong)
+		}
 	}
 	// o.Discard came validated, defaults filled, from discard.ParseOptions.
 	rep := trainReport{Workers: o.Workers, Partition: o.Partition.String(), Rails: emu.FormatSpecs(o.Rails), Congestion: cong, Discard: o.Discard, DiscardRate: o.DiscardRate}
@@ -399,9 +415,12 @@ func trainPerProcess(ctx context.Context, g *globals, f *trainFlags, o train.Opt
 		err = c.Barrier(ctx)
 	}
 	rep.Workers = c.Size()
-	rep.Rails, rep.Congestion = "the job's (per process)", "the job's (per process)"
+	rep.Rails, rep.Congestion = "the job's NICs", "off"
 	if e := os.Getenv(comm.EnvEmu); e != "" {
 		rep.Rails = e
+	}
+	if p, err := emu.ParsePattern(os.Getenv(comm.EnvEmuLoad)); err == nil && p.Kind != emu.PatternOff {
+		rep.Congestion = p.String()
 	}
 	return res, root, err
 }

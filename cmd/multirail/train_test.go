@@ -21,7 +21,7 @@ func TestTrainBadFlags(t *testing.T) {
 		{[]string{"train", "--hidden", "0"}, []string{`--hidden "0"`, "1..4096"}},
 		{[]string{"train", "--rails", "emu:fast"}, []string{`--rails "emu:fast"`}},
 		{[]string{"train", "--rails", "loop"}, []string{"not an emulated rail"}},
-		{[]string{"train", "--congestion", "heavy"}, []string{`--congestion "heavy"`, "bursty or off"}},
+		{[]string{"train", "--congestion", "heavy"}, []string{`--congestion "heavy"`, "bursty, phases or off"}},
 		{[]string{"train", "--load", "0.9:0.5"}, []string{`--load "0.9:0.5"`, "0 < MIN <= MAX < 1"}},
 		{[]string{"train", "--discard-opt", "k=1"}, []string{`--discard-opt "k=1"`, "History = 1", "allowed"}},
 		{[]string{"train", "--discard-opt", "max=1"}, []string{"Max = 1", "allowed"}},
@@ -30,6 +30,9 @@ func TestTrainBadFlags(t *testing.T) {
 		{[]string{"train", "--packet-floats", "5000"}, []string{"--packet-floats 5000", "1..4000"}},
 		{[]string{"train", "--seed", "-3"}, []string{`--seed "-3"`}},
 		{[]string{"train", "--sync-every", "0"}, []string{"--sync-every 0", "-1 for never"}},
+		{[]string{"train", "--partition", "shards:0"}, []string{`--partition "shards:0"`, "dirichlet:ALPHA"}},
+		{[]string{"train", "--discard-rate", "1"}, []string{"--discard-rate 1", "[0, 1)"}},
+		{[]string{"train", "--congestion", "phases", "--calm", "0s"}, []string{"--calm 0s", "1ms..1h"}},
 	}
 	for _, c := range cases {
 		var stdout, stderr bytes.Buffer

@@ -1,0 +1,76 @@
+package emu
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestParsePattern(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Pattern
+	}{
+		{"off", Pattern{Kind: PatternOff}},
+		{"", Pattern{Kind: PatternOff}},
+		{"bursty", Pattern{Kind: PatternBursty, Busy: DefaultBusy, Idle: DefaultIdle, Min: DefaultLoadMin, Max: DefaultLoadMax}},
+		{"bursty:busy=1s,load=0.2:0.4,seed=7", Pattern{Kind: PatternBursty, Busy: time.Second, Idle: DefaultIdle, Min: 0.2, Max: 0.4, Seed: 7}},
+		{"Phases:calm=2s,congested=500ms", Pattern{Kind: PatternPhases, Busy: DefaultBusy, Idle: DefaultIdle, Min: DefaultLoadMin, Max: DefaultLoadMax, Calm: 2 * time.Second, Congested: 500 * time.Millisecond}},
+	} {
+		got, err := ParsePattern(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("ParsePattern(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+			continue
+		}
+		if back, err := ParsePattern(got.String()); err != nil || back != got {
+			t.Errorf("round trip of %q through %q: %+v, %v", tc.in, got.String(), back, err)
+		}
+	}
+	for _, bad := range []string{"storm", "off:busy=1s", "bursty:calm=1s", "bursty:busy", "bursty:busy=fast", "bursty:load=0.5",
+		"bursty:load=0.9:0.5", "bursty:load=0:0.5", "bursty:load=0.5:1", "bursty:idle=0s", "bursty:busy=2h", "phases:calm=0s", "bursty:seed=-1", "bursty:color=red"} {
+		if p, err := ParsePattern(bad); err == nil {
+			t.Errorf("ParsePattern(%q) = %+v, want an error", bad, p)
+		}
+	}
+}
+
+// TestPatternLoads: off has no steps; bursty is Bursty's; phases has no
+// load in every calm phase and bursty load in the congested ones; the
+// same rng state gives the same schedule.
+func TestPatternLoads(t *testing.T) {
+	if l := (Pattern{Kind: PatternOff}).Loads(rand.New(rand.NewPCG(1, 1)), 0, time.Minute); l != nil {
+		t.Fatalf("off: %v", l)
+	}
+	b, _ := ParsePattern("bursty:seed=3")
+	if got, want := b.Loads(rand.New(rand.NewPCG(3, 1)), 1, time.Minute), Bursty(rand.New(rand.NewPCG(3, 1)), 1, DefaultBusy, DefaultIdle, DefaultLoadMin, DefaultLoadMax, time.Minute); !slices.Equal(got, want) {
+		t.Fatal("bursty differs from Bursty")
+	}
+	p, _ := ParsePattern("phases:calm=2s,congested=1s,busy=100ms,idle=50ms")
+	loads := p.Loads(rand.New(rand.NewPCG(5, 5)), 2, 30*time.Second)
+	if !slices.Equal(loads, p.Loads(rand.New(rand.NewPCG(5, 5)), 2, 30*time.Second)) {
+		t.Fatal("same seed, different schedule")
+	}
+	prof := NewProfile(100e6, loads)
+	busy := 0
+	for ms := 0; ms < 30000; ms += 10 {
+		at := time.Duration(ms) * time.Millisecond
+		f, _ := prof.fractionAt(at)
+		inCalm := at%(3*time.Second) < 2*time.Second
+		if inCalm && f != 0 {
+			t.Fatalf("load %v at %v, in a calm phase", f, at)
+		}
+		if !inCalm && f > 0 {
+			busy++
+		}
+	}
+	// Busy 100 ms, idle 50 ms: about two thirds of the congested time.
+	if busy < 300 || busy > 900 {
+		t.Fatalf("%d of 1000 congested samples busy", busy)
+	}
+	for _, l := range loads {
+		if l.Rail != 2 || l.Fraction != 0 && (l.Fraction < DefaultLoadMin || l.Fraction > DefaultLoadMax) {
+			t.Fatalf("step %+v", l)
+		}
+	}
+}
