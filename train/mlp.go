@@ -158,6 +158,9 @@ func (m *MLP) Clone() *MLP {
 	return c
 }
 
+// CloneModel is Clone as a Model.
+func (m *MLP) CloneModel() Model { return m.Clone() }
+
 // Gradient computes the gradient of the mean softmax cross-entropy loss
 // over the samples idx of ds with respect to the parameters, writes it into
 // grad (float32, NumParams entries, the documented layout) and returns that
@@ -287,19 +290,27 @@ func (m *MLP) Accuracy(ds Dataset) float64 {
 	return float64(correct) / float64(ds.N)
 }
 
-// gather checks ds and idx and copies the samples idx into m.x.
-func (m *MLP) gather(ds Dataset, idx []int, op string) {
+// checkIdx panics unless ds is consistent and idx a non-empty list of its
+// samples.
+func checkIdx(ds Dataset, idx []int, op string) {
 	if err := ds.check(); err != nil {
 		panic(err.Error())
 	}
 	if len(idx) == 0 {
 		panic("train: " + op + " len(idx) = 0, allowed at least one sample")
 	}
-	m.grow(len(idx))
 	for r, i := range idx {
 		if i < 0 || i >= ds.N {
 			panic(fmt.Sprintf("train: %s idx[%d] = %d, allowed 0..%d", op, r, i, ds.N-1))
 		}
+	}
+}
+
+// gather checks ds and idx and copies the samples idx into m.x.
+func (m *MLP) gather(ds Dataset, idx []int, op string) {
+	checkIdx(ds, idx, op)
+	m.grow(len(idx))
+	for r, i := range idx {
 		copy(m.x[r*ImageSize:(r+1)*ImageSize], ds.X[i*ImageSize:(i+1)*ImageSize])
 		m.y[r] = ds.Y[i]
 	}

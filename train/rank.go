@@ -93,7 +93,7 @@ func RunRank(ctx context.Context, c *comm.Comm, o Options) ([]Result, error) {
 
 func runRankMode(ctx context.Context, c *comm.Comm, o Options, mode Mode) (Result, error) {
 	N, rank := o.Workers, c.Rank()
-	m, err := NewMLP(o.MLP, rand.New(rand.NewPCG(o.Seed, 0x6d6c70)))
+	m, err := o.newModel(rand.New(rand.NewPCG(o.Seed, 0x6d6c70)))
 	if err != nil {
 		return Result{}, err
 	}
@@ -118,7 +118,7 @@ func runRankMode(ctx context.Context, c *comm.Comm, o Options, mode Mode) (Resul
 		ex:     commExchanger{c: c, lossy: mode == LossTolerant, cfg: comm.RingConfig{PacketFloats: o.PacketFloats, Op: comm.Mean, ErrorFeedback: o.ErrorFeedback}},
 		losses: losses, dropped: dropped, total: total, start: start}
 	if rank == 0 {
-		w.checkpoint = func(step int, m *MLP) {
+		w.checkpoint = func(step int, m Model) {
 			snaps = append(snaps, snapshot{step: step, t: time.Since(start), params: m.Params()})
 		}
 	}

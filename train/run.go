@@ -132,7 +132,11 @@ type Options struct {
 	Steps   int    // SGD steps per mode, 1..100000; 0 = 500
 	Batch   int    // samples per worker per step, 1..4096; 0 = 32
 	LR      float64
-	MLP     MLPConfig
+	// Model is the network: ModelMLP ("mlp", the default) or ModelCNN
+	// ("cnn").
+	Model string
+	MLP   MLPConfig
+	CNN   CNNConfig
 	// Rails are the emulated rails of every ring link (each link has its
 	// own); only emu specs. nil = DefaultRails.
 	Rails      []emu.Spec
@@ -217,7 +221,16 @@ func (o Options) validate() (Options, error) {
 	if !(o.LR > 0 && o.LR <= 10) {
 		return o, fmt.Errorf("%w: LR = %v out of range; allowed (0, 10]", ErrConfig, o.LR)
 	}
+	if o.Model == "" {
+		o.Model = ModelMLP
+	}
+	if o.Model != ModelMLP && o.Model != ModelCNN {
+		return o, fmt.Errorf("%w: Model = %q; allowed %q or %q", ErrConfig, o.Model, ModelMLP, ModelCNN)
+	}
 	if err := o.MLP.validate(); err != nil {
+		return o, err
+	}
+	if err := o.CNN.validate(); err != nil {
 		return o, err
 	}
 	if o.Rails == nil {
@@ -466,9 +479,9 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 			ts[i] = comm.StageLink{Next: outStages[i], Prev: ins[i]}
 		}
 	}
-	models := make([]*MLP, N)
+	models := make([]Model, N)
 	for i := range N {
-		if models[i], err = NewMLP(o.MLP, rand.New(rand.NewPCG(o.Seed, 0x6d6c70))); err != nil {
+		if models[i], err = o.newModel(rand.New(rand.NewPCG(o.Seed, 0x6d6c70))); err != nil {
 			return Result{}, err
 		}
 	}
@@ -499,7 +512,7 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 	}
 	// Rank 0 copies its parameters every EvalEvery steps; they are
 	// evaluated after the run, so evaluation takes no training time.
-	checkpoint := func(step int, m *MLP) {
+	checkpoint := func(step int, m Model) {
 		snaps = append(snaps, snapshot{step: step, t: time.Since(start), params: m.Params()})
 	}
 	var wg sync.WaitGroup
@@ -579,8 +592,8 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 
 // evaluate fills the accuracy curve, the time and steps to the target and
 // the final accuracy in from the checkpoints snaps of model m's parameters.
-func (res *Result) evaluate(m *MLP, snaps []snapshot, test Dataset) error {
-	eval := m.Clone()
+func (res *Result) evaluate(m Model, snaps []snapshot, test Dataset) error {
+	eval := m.CloneModel()
 	for _, sn := range snaps {
 		if err := eval.SetParams(sn.params); err != nil {
 			return err
@@ -642,13 +655,13 @@ type worker struct {
 	mode       Mode
 	rank       int
 	part       []int // the samples of o.Train this worker draws from
-	m          *MLP
+	m          Model
 	ex         exchanger
 	losses     []float64
 	dropped    [][]uint64
 	total      [][]uint64
 	start      time.Time
-	checkpoint func(step int, m *MLP)
+	checkpoint func(step int, m Model)
 }
 
 func (w *worker) run(ctx context.Context) error {

@@ -288,6 +288,9 @@ var closingNoise = []string{
 	"comm: connection to a peer ended",                // comm/comm.go
 	"rail down; resending its segments on the others", // conn.go: a reset as the peer closes
 	"rail down; no rail left",
+	// conn.go: the last message of the final barrier, written to a peer
+	// that completed the barrier and closed before acknowledging it.
+	"closed with eager messages unacknowledged",
 }
 
 func (h quietEndHandler) Handle(ctx context.Context, r slog.Record) error {

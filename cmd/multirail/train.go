@@ -28,7 +28,7 @@ import (
 
 type trainFlags struct {
 	workers, steps, batch, evalEvery, packetFloats, syncEvery int
-	mode, rails, congestion, load, hidden, partition          string
+	mode, rails, congestion, load, hidden, partition, model   string
 	busy, idle, calm, congested                               time.Duration
 	lr, target, discardRate                                   float64
 	discardOpt, out, seed                                     string
@@ -72,7 +72,8 @@ accuracy.png (test accuracy against training time, per mode), discard.png
 	fl.IntVar(&f.steps, "steps", train.DefaultSteps, "SGD steps per mode")
 	fl.IntVar(&f.batch, "batch", train.DefaultBatch, "samples per worker per step")
 	fl.Float64Var(&f.lr, "lr", train.DefaultLR, "learning rate (falls linearly to a tenth over the last 40 % of the steps)")
-	fl.StringVar(&f.hidden, "hidden", "128", "hidden layer widths, comma-separated")
+	fl.StringVar(&f.model, "model", "mlp", "the network: mlp (784-hidden-10, --hidden) or cnn (two 3x3 convolutions of 8 and 16 channels, each with 2x2 max pooling, then a dense layer)")
+	fl.StringVar(&f.hidden, "hidden", "128", "hidden layer widths of the mlp, comma-separated")
 	fl.StringVar(&f.partition, "partition", "iid", "how the training set is split across the workers: iid, shards:K (sorted by label, K shards each) or dirichlet:ALPHA (each class split in Dirichlet(ALPHA) proportions)")
 	fl.StringVar(&f.rails, "rails", train.DefaultRails, "emulated rails of every ring link (emu:RATE[/DELAY],...)")
 	fl.StringVar(&f.congestion, "congestion", "bursty", "background load: bursty, phases (calm phases of --calm without load alternate with bursty phases of --congested: congestion that comes and goes) or off")
@@ -135,6 +136,10 @@ func (f *trainFlags) options() (train.Options, error) {
 		return o, usagef("--discard-rate %v: allowed [0, 1), 0 = the controller's rate", f.discardRate)
 	}
 	o.DiscardRate = f.discardRate
+	if f.model != train.ModelMLP && f.model != train.ModelCNN {
+		return o, usagef("--model %q: allowed mlp or cnn", f.model)
+	}
+	o.Model = f.model
 	p, err := train.ParsePartition(f.partition)
 	if err != nil {
 		return o, usagef("--partition %q: allowed iid, shards:K (K 1..100) or dirichlet:ALPHA (0.001..1000)", f.partition)
@@ -207,6 +212,7 @@ func (f *trainFlags) options() (train.Options, error) {
 // the run's settings.
 type trainReport struct {
 	Workers    int            `json:"workers"`
+	Model      string         `json:"model"`
 	Partition  string         `json:"partition"`
 	Rails      string         `json:"rails"`
 	Congestion string         `json:"congestion"`
@@ -237,7 +243,7 @@ func runTrain(ctx context.Context, g *globals, f *trainFlags, o train.Options) e
 		}
 	}
 	// o.Discard came validated, defaults filled, from discard.ParseOptions.
-	rep := trainReport{Workers: o.Workers, Partition: o.Partition.String(), Rails: emu.FormatSpecs(o.Rails), Congestion: cong, Discard: o.Discard, DiscardRate: o.DiscardRate}
+	rep := trainReport{Workers: o.Workers, Model: o.Model, Partition: o.Partition.String(), Rails: emu.FormatSpecs(o.Rails), Congestion: cong, Discard: o.Discard, DiscardRate: o.DiscardRate}
 	var res []train.Result
 	var err error
 	if f.perProcess {
@@ -274,7 +280,7 @@ func runTrain(ctx context.Context, g *globals, f *trainFlags, o train.Options) e
 }
 
 func printTrainTable(w io.Writer, rep trainReport) {
-	fmt.Fprintf(w, "%d workers, partition %s, rails %s per link, congestion %s\n\n", rep.Workers, rep.Partition, rep.Rails, rep.Congestion)
+	fmt.Fprintf(w, "%d workers, model %s, partition %s, rails %s per link, congestion %s\n\n", rep.Workers, rep.Model, rep.Partition, rep.Rails, rep.Congestion)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tsteps\tfinal acc\ttime to target\tsteps to target\tmean discard\tstep\twall\t")
 	for _, r := range rep.Results {
