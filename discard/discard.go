@@ -15,6 +15,8 @@ const (
 	DefaultDelayThreshold = 0.75
 	DefaultMax            = 0.6
 	DefaultPending        = 64
+	DefaultWindow         = 100
+	DefaultMargin         = 0.2
 	// MaxPending bounds Config.Pending.
 	MaxPending = 1 << 16
 )
@@ -66,6 +68,21 @@ type Config struct {
 	// rate changes, which change how many packets a stage carries, do
 	// not look like congestion.
 	RawPeriod bool
+	// Rule is the controller's rule: RulePatent ("" means it) is
+	// JP7684261B2's (raise R by Up when the reception period grew, lower
+	// it by Down when the quality fell); RuleMatch discards the share of
+	// packets by which the link is slower than its recent best, so that a
+	// stage takes about as long as in calm (see docs/discard.md).
+	Rule string
+	// Window is RuleMatch's memory: the best (smallest) smoothed time per
+	// packet of the last Window stages is the calm baseline. 2..65536; 0
+	// means DefaultWindow.
+	Window int
+	// Margin is RuleMatch's dead band: R = 1 - (1+Margin) x baseline /
+	// smoothed time per packet, so a period up to 1+Margin times the
+	// baseline discards nothing. [0, 10]; 0 means DefaultMargin (use a
+	// tiny value for none).
+	Margin float64
 	// Pending is how many stages may wait for their feedback at once;
 	// when Begin would exceed it, the oldest waiting stage expires (it is
 	// skipped, counted in Stats.Expired). In [1, MaxPending]; 0 means
@@ -114,6 +131,25 @@ func (c Config) Validate() (Config, error) {
 	if c.History < 0 || c.History == 1 || c.History > 1024 {
 		return c, cfgErr("History", c.History, "0 (basic rule) or 2..1024")
 	}
+	switch c.Rule {
+	case "":
+		c.Rule = RulePatent
+	case RulePatent, RuleMatch:
+	default:
+		return c, fmt.Errorf("%w: Rule = %q; allowed %q or %q", ErrConfig, c.Rule, RulePatent, RuleMatch)
+	}
+	if c.Window == 0 {
+		c.Window = DefaultWindow
+	}
+	if c.Window < 2 || c.Window > 1<<16 {
+		return c, cfgErr("Window", c.Window, "2..65536; 0 = default 100")
+	}
+	if c.Margin == 0 {
+		c.Margin = DefaultMargin
+	}
+	if bad(c.Margin) || c.Margin < 0 || c.Margin > 10 {
+		return c, cfgErr("Margin", c.Margin, "[0, 10]; 0 = default 0.2")
+	}
 	if c.Pending == 0 {
 		c.Pending = DefaultPending
 	}
@@ -122,6 +158,16 @@ func (c Config) Validate() (Config, error) {
 	}
 	return c, nil
 }
+
+// Rules (Config.Rule).
+const (
+	RulePatent = "patent"
+	RuleMatch  = "match"
+)
+
+// matchGain is the weight of a new time-per-packet sample in RuleMatch's
+// smoothed value.
+const matchGain = 0.25
 
 // Decision is what the controller did with one stage's feedback.
 type Decision int
@@ -185,7 +231,12 @@ type Controller struct {
 	hist    []time.Duration // ring of the last max(1, K) applied periods
 	nhist   int             // valid entries in hist
 	hpos    int             // where the next period goes
-	st      Stats
+	// RuleMatch: the smoothed time per packet and the last Window of it.
+	smooth float64
+	recent []float64
+	nrec   int
+	rpos   int
+	st     Stats
 }
 
 // New returns a controller whose first stage has rate 0.
@@ -194,7 +245,11 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Controller{cfg: c, pending: make([]slot, c.Pending), hist: make([]time.Duration, max(1, c.History))}, nil
+	ctl := &Controller{cfg: c, pending: make([]slot, c.Pending), hist: make([]time.Duration, max(1, c.History))}
+	if c.Rule == RuleMatch {
+		ctl.recent = make([]float64, c.Window)
+	}
+	return ctl, nil
 }
 
 // Config returns the controller's config with defaults filled in.
@@ -294,10 +349,12 @@ func (c *Controller) drain() {
 	}
 }
 
-// step is the patent's rule (FIG. 3 and FIG. 4).
+// step applies the configured rule to one stage's period l and quality p.
 func (c *Controller) step(l time.Duration, p float64) {
 	d := Kept
 	switch {
+	case c.cfg.Rule == RuleMatch:
+		d = c.match(l)
 	case !c.started:
 		c.started = true
 		c.rate = c.cfg.Initial
@@ -322,6 +379,41 @@ func (c *Controller) step(l time.Duration, p float64) {
 	c.hist[c.hpos] = l
 	c.hpos = (c.hpos + 1) % len(c.hist)
 	c.nhist = min(c.nhist+1, len(c.hist))
+}
+
+// match is RuleMatch: R = 1 - (1+Margin) b / s, clamped to [0, Max], with
+// s the smoothed period l and b the smallest s of the last Window stages.
+// A link that now delivers packets g times slower than at its best sends
+// a share of about 1/g of them, so a stage takes about as long as at its
+// best; in calm (s near b) nothing is discarded.
+func (c *Controller) match(l time.Duration) Decision {
+	x := float64(l)
+	if c.nrec == 0 {
+		c.smooth = x
+	} else {
+		c.smooth += matchGain * (x - c.smooth)
+	}
+	c.recent[c.rpos] = c.smooth
+	c.rpos = (c.rpos + 1) % len(c.recent)
+	c.nrec = min(c.nrec+1, len(c.recent))
+	b := c.smooth
+	for _, v := range c.recent[:c.nrec] {
+		b = min(b, v)
+	}
+	r := 0.0
+	if c.smooth > 0 {
+		r = min(c.cfg.Max, max(0, 1-(1+c.cfg.Margin)*b/c.smooth))
+	}
+	old := c.rate
+	c.rate = r
+	c.started = true
+	switch {
+	case r > old:
+		return Raised
+	case r < old:
+		return Lowered
+	}
+	return Kept
 }
 
 // grew reports whether l grew by more than the threshold against the

@@ -463,3 +463,47 @@ func TestNoAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per stage, want 0", n)
 	}
 }
+
+// TestMatchRule: RuleMatch discards nothing while the time per packet stays
+// near its best, about 1 - (1+Margin)/g of the packets when the link turns
+// g times slower, at most Max, and nothing again soon after it recovers.
+func TestMatchRule(t *testing.T) {
+	c, err := New(Config{Rule: RuleMatch, Max: 0.8, Margin: 0.2, Window: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed := func(perPacket time.Duration, n int) float64 {
+		t.Helper()
+		for range n {
+			s, _ := c.Begin()
+			if err := c.Period(s, perPacket*100, 100); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Quality(s, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return c.Rate()
+	}
+	if r := feed(ms, 30); r != 0 {
+		t.Fatalf("calm: rate %v, want 0", r)
+	}
+	if r := feed(4*ms, 30); math.Abs(r-(1-1.2/4)) > 0.01 {
+		t.Fatalf("4x slower: rate %v, want %v", r, 1-1.2/4)
+	}
+	if r := feed(20*ms, 30); r != 0.8 {
+		t.Fatalf("20x slower: rate %v, want Max 0.8", r)
+	}
+	if r := feed(ms, 20); r != 0 {
+		t.Fatalf("20 stages after recovery: rate %v, want 0", r)
+	}
+	st := c.Stats()
+	if st.Raised == 0 || st.Lowered == 0 || st.Applied != 110 {
+		t.Fatalf("stats %+v", st)
+	}
+	// Beyond Window, a long congestion becomes the new baseline: the rate
+	// falls back (the link is what it is).
+	if r := feed(4*ms, 200); r != 0 {
+		t.Fatalf("after 200 slow stages: rate %v, want 0", r)
+	}
+}

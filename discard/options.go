@@ -7,7 +7,7 @@ import (
 )
 
 // OptionKeys lists the keys ParseOptions accepts, with the field each sets.
-var OptionKeys = []string{"initial (Initial)", "up (Up)", "down (Down)", "th1 (QualityThreshold)", "th2 (DelayThreshold)", "max (Max)", "k (History)", "pending (Pending)", "raw (RawPeriod)"}
+var OptionKeys = []string{"initial (Initial)", "up (Up)", "down (Down)", "th1 (QualityThreshold)", "th2 (DelayThreshold)", "max (Max)", "k (History)", "pending (Pending)", "raw (RawPeriod)", "rule (Rule: patent or match)", "window (Window)", "margin (Margin)"}
 
 // ParseOptions sets fields of c from a comma-separated list of key=value
 // pairs (see OptionKeys), e.g. "up=0.2,down=0.02,k=4", and validates the
@@ -26,22 +26,27 @@ func ParseOptions(s string, c Config) (Config, error) {
 		v = strings.TrimSpace(v)
 		var err error
 		switch k {
-		case "k", "pending":
+		case "k", "pending", "window":
 			var n int
 			if n, err = strconv.Atoi(v); err == nil {
-				if k == "k" {
+				switch k {
+				case "k":
 					c.History = n
-				} else {
+				case "pending":
 					c.Pending = n
+				default:
+					c.Window = n
 				}
 			}
+		case "rule":
+			c.Rule = strings.ToLower(v)
 		case "raw":
 			c.RawPeriod, err = strconv.ParseBool(v)
-		case "initial", "up", "down", "th1", "th2", "max":
+		case "initial", "up", "down", "th1", "th2", "max", "margin":
 			var f float64
 			if f, err = strconv.ParseFloat(v, 64); err == nil {
 				*map[string]*float64{"initial": &c.Initial, "up": &c.Up, "down": &c.Down,
-					"th1": &c.QualityThreshold, "th2": &c.DelayThreshold, "max": &c.Max}[k] = f
+					"th1": &c.QualityThreshold, "th2": &c.DelayThreshold, "max": &c.Max, "margin": &c.Margin}[k] = f
 			}
 		default:
 			return c, fmt.Errorf("%w: unknown key %q; allowed: %s", ErrConfig, k, strings.Join(OptionKeys, ", "))

@@ -11,9 +11,13 @@ func TestParseOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{Initial: 0.1, Up: 0.2, Down: 0.02, QualityThreshold: 0.01, DelayThreshold: 0.5, Max: 0.6, History: 4, Pending: 8, RawPeriod: true}
+	want := Config{Initial: 0.1, Up: 0.2, Down: 0.02, QualityThreshold: 0.01, DelayThreshold: 0.5, Max: 0.6, History: 4, Pending: 8, RawPeriod: true,
+		Rule: RulePatent, Window: DefaultWindow, Margin: DefaultMargin}
 	if c != want {
 		t.Fatalf("got %+v, want %+v", c, want)
+	}
+	if c, err := ParseOptions("rule=Match,window=50,margin=0.1", Config{}); err != nil || c.Rule != RuleMatch || c.Window != 50 || c.Margin != 0.1 {
+		t.Fatalf("match options: %+v %v", c, err)
 	}
 	if c, err := ParseOptions("", Config{Up: 0.3}); err != nil || c.Up != 0.3 || c.Max != DefaultMax {
 		t.Fatalf("empty options: %+v %v", c, err)
@@ -26,6 +30,9 @@ func TestParseOptions(t *testing.T) {
 		{"max=1.5", "Max = 1.5"},
 		{"th2=-1", "DelayThreshold = -1"},
 		{"initial=0.9", "Initial = 0.9"},
+		{"rule=pid", `Rule = "pid"`},
+		{"window=1", "Window = 1"},
+		{"margin=-0.5", "Margin = -0.5"},
 	} {
 		_, err := ParseOptions(tc.in, Config{})
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.msg) {
