@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -16,7 +17,7 @@ const (
 	DefaultMax            = 0.6
 	DefaultPending        = 64
 	DefaultWindow         = 100
-	DefaultMargin         = 0.2
+	DefaultMargin         = 0.5
 	// MaxPending bounds Config.Pending.
 	MaxPending = 1 << 16
 )
@@ -74,14 +75,16 @@ type Config struct {
 	// packets by which the link is slower than its recent best, so that a
 	// stage takes about as long as in calm (see docs/discard.md).
 	Rule string
-	// Window is RuleMatch's memory: the best (smallest) smoothed time per
-	// packet of the last Window stages is the calm baseline. 2..65536; 0
-	// means DefaultWindow.
+	// Window is RuleMatch's memory: the 25 % quantile of the smoothed
+	// time per packet over the last Window stages is the calm baseline.
+	// 2..65536; 0 means DefaultWindow.
 	Window int
 	// Margin is RuleMatch's dead band: R = 1 - (1+Margin) x baseline /
 	// smoothed time per packet, so a period up to 1+Margin times the
 	// baseline discards nothing. [0, 10]; 0 means DefaultMargin (use a
-	// tiny value for none).
+	// tiny value for none). Initial, Up, Down, QualityThreshold,
+	// DelayThreshold and History are the patent rule's; RuleMatch ignores
+	// them.
 	Margin float64
 	// Pending is how many stages may wait for their feedback at once;
 	// when Begin would exceed it, the oldest waiting stage expires (it is
@@ -148,7 +151,7 @@ func (c Config) Validate() (Config, error) {
 		c.Margin = DefaultMargin
 	}
 	if bad(c.Margin) || c.Margin < 0 || c.Margin > 10 {
-		return c, cfgErr("Margin", c.Margin, "[0, 10]; 0 = default 0.2")
+		return c, cfgErr("Margin", c.Margin, "[0, 10]; 0 = default 0.5")
 	}
 	if c.Pending == 0 {
 		c.Pending = DefaultPending
@@ -166,8 +169,12 @@ const (
 )
 
 // matchGain is the weight of a new time-per-packet sample in RuleMatch's
-// smoothed value.
-const matchGain = 0.25
+// smoothed value; matchQuantile the quantile of the window's smoothed
+// values that is its calm baseline.
+const (
+	matchGain     = 0.25
+	matchQuantile = 0.25
+)
 
 // Decision is what the controller did with one stage's feedback.
 type Decision int
@@ -234,6 +241,7 @@ type Controller struct {
 	// RuleMatch: the smoothed time per packet and the last Window of it.
 	smooth float64
 	recent []float64
+	sorted []float64 // scratch
 	nrec   int
 	rpos   int
 	st     Stats
@@ -247,7 +255,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	ctl := &Controller{cfg: c, pending: make([]slot, c.Pending), hist: make([]time.Duration, max(1, c.History))}
 	if c.Rule == RuleMatch {
-		ctl.recent = make([]float64, c.Window)
+		ctl.recent, ctl.sorted = make([]float64, c.Window), make([]float64, 0, c.Window)
 	}
 	return ctl, nil
 }
@@ -382,7 +390,8 @@ func (c *Controller) step(l time.Duration, p float64) {
 }
 
 // match is RuleMatch: R = 1 - (1+Margin) b / s, clamped to [0, Max], with
-// s the smoothed period l and b the smallest s of the last Window stages.
+// s the smoothed period l and b the matchQuantile quantile of s over the
+// last Window stages.
 // A link that now delivers packets g times slower than at its best sends
 // a share of about 1/g of them, so a stage takes about as long as at its
 // best; in calm (s near b) nothing is discarded.
@@ -396,10 +405,12 @@ func (c *Controller) match(l time.Duration) Decision {
 	c.recent[c.rpos] = c.smooth
 	c.rpos = (c.rpos + 1) % len(c.recent)
 	c.nrec = min(c.nrec+1, len(c.recent))
-	b := c.smooth
-	for _, v := range c.recent[:c.nrec] {
-		b = min(b, v)
-	}
+	// The baseline is a low quantile of the window rather than its
+	// minimum: one lucky stage (every process on a core at once) would
+	// make every ordinary calm stage look congested.
+	c.sorted = append(c.sorted[:0], c.recent[:c.nrec]...)
+	slices.Sort(c.sorted)
+	b := c.sorted[int(matchQuantile*float64(c.nrec-1))]
 	r := 0.0
 	if c.smooth > 0 {
 		r = min(c.cfg.Max, max(0, 1-(1+c.cfg.Margin)*b/c.smooth))

@@ -468,7 +468,7 @@ func TestNoAllocs(t *testing.T) {
 // near its best, about 1 - (1+Margin)/g of the packets when the link turns
 // g times slower, at most Max, and nothing again soon after it recovers.
 func TestMatchRule(t *testing.T) {
-	c, err := New(Config{Rule: RuleMatch, Max: 0.8, Margin: 0.2, Window: 100})
+	c, err := New(Config{Rule: RuleMatch, Max: 0.8, Margin: 0.2, Window: 100}) // Margin 0.2, not the default
 	if err != nil {
 		t.Fatal(err)
 	}
