@@ -46,10 +46,13 @@ a small MLP, connected in a ring by multirail connections over emulated rails
 gradient of its minibatch and the ring allreduce averages the gradients.
 
 --mode reliable sends every packet; --mode losstolerant sends each allreduce
-as a stage whose discard rate is set by the JP7684261B2 controller from the
-receiver's reception period and quality (the change of its smoothed training
-loss); both runs start from the same weights, data order and background-load
-schedule. By default the rails are congested by bursty background load
+as a stage whose discard rate a controller sets from the receiver's feedback:
+by default the match rule (discard the share by which the link is slower than
+its recent baseline), with --discard-opt rule=patent the JP7684261B2 rule
+(reception period and quality, the change of the smoothed training loss);
+--discard-rate pins it. Both runs start from the same weights, data order and
+background-load schedule. --per-process runs one worker per process under a
+launcher instead (see README). By default the rails are congested by bursty background load
 (--congestion bursty: busy periods of mean --busy taking a fraction in --load
 of each rail, idle periods of mean --idle); --congestion off removes it.
 
