@@ -142,19 +142,28 @@ type Ring struct {
 
 // NewRing returns rank's side (0 <= rank < size) of a ring over t.
 func NewRing(rank, size int, t RingTransport, cfg RingConfig) (*Ring, error) {
-	if size < 1 || size > 1<<16 {
-		return nil, fmt.Errorf("%w: size = %d out of range; allowed: 1..65536", ErrConfig, size)
-	}
-	if rank < 0 || rank >= size {
-		return nil, fmt.Errorf("%w: rank = %d out of range; allowed: 0..%d", ErrConfig, rank, size-1)
-	}
-	if err := cfg.validate(); err != nil {
+	if err := checkLossy(rank, size, t == nil, "RingTransport", &cfg); err != nil {
 		return nil, err
 	}
-	if size > 1 && t == nil {
-		return nil, fmt.Errorf("%w: nil RingTransport for a ring of %d ranks", ErrConfig, size)
-	}
 	return &Ring{rank: rank, size: size, t: t, cfg: cfg}, nil
+}
+
+// checkLossy validates the arguments of NewRing and NewTranspose and fills
+// cfg's defaults in; noTransport says the transport (named kind) is nil.
+func checkLossy(rank, size int, noTransport bool, kind string, cfg *RingConfig) error {
+	if size < 1 || size > 1<<16 {
+		return fmt.Errorf("%w: size = %d out of range; allowed: 1..65536", ErrConfig, size)
+	}
+	if rank < 0 || rank >= size {
+		return fmt.Errorf("%w: rank = %d out of range; allowed: 0..%d", ErrConfig, rank, size-1)
+	}
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	if size > 1 && noTransport {
+		return fmt.Errorf("%w: nil %s for %d ranks", ErrConfig, kind, size)
+	}
+	return nil
 }
 
 // Stats returns the ring's counters.

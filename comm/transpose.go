@@ -56,17 +56,8 @@ type stageOf struct {
 // NewTranspose returns rank's side (0 <= rank < size) of a transpose
 // allreduce over t. cfg is as for a Ring.
 func NewTranspose(rank, size int, t MeshTransport, cfg RingConfig) (*Transpose, error) {
-	if size < 1 || size > 1<<16 {
-		return nil, fmt.Errorf("%w: size = %d out of range; allowed: 1..65536", ErrConfig, size)
-	}
-	if rank < 0 || rank >= size {
-		return nil, fmt.Errorf("%w: rank = %d out of range; allowed: 0..%d", ErrConfig, rank, size-1)
-	}
-	if err := cfg.validate(); err != nil {
+	if err := checkLossy(rank, size, t == nil, "MeshTransport", &cfg); err != nil {
 		return nil, err
-	}
-	if size > 1 && t == nil {
-		return nil, fmt.Errorf("%w: nil MeshTransport for %d ranks", ErrConfig, size)
 	}
 	return &Transpose{rank: rank, size: size, t: t, cfg: cfg}, nil
 }

@@ -36,27 +36,7 @@ func TestCNNGradientCheck(t *testing.T) {
 	if want := m.Loss(ds, idx); math.Abs(loss-want) > 1e-12*want {
 		t.Fatalf("Gradient returned loss %v, Loss says %v", loss, want)
 	}
-	const h = 1e-5
-	var diff2, norm2, worst float64
-	worstAt := -1
-	for j := range p {
-		orig := m.params[j]
-		m.params[j] = orig + h
-		lp := m.Loss(ds, idx)
-		m.params[j] = orig - h
-		lm := m.Loss(ds, idx)
-		m.params[j] = orig
-		num, got := (lp-lm)/(2*h), float64(grad[j])
-		diff2 += (num - got) * (num - got)
-		norm2 += num*num + got*got
-		if e := math.Abs(num-got) / max(math.Abs(num)+math.Abs(got), 1e-4); e > worst {
-			worst, worstAt = e, j
-		}
-	}
-	rel := math.Sqrt(diff2 / norm2)
-	if rel > 1e-6 || worst > 1e-4 {
-		t.Fatalf("gradient mismatch: relative error %.3g overall (want <= 1e-6), %.3g at param %d (want <= 1e-4)", rel, worst, worstAt)
-	}
+	finiteDiff(t, m.params, func() float64 { return m.Loss(ds, idx) }, grad)
 }
 
 // TestCNNLearns: SGD on the lit-block data drives the loss down and the

@@ -65,20 +65,9 @@ func RunRank(ctx context.Context, c *comm.Comm, o Options) ([]Result, error) {
 	if o.Workers < 2 {
 		return nil, fmt.Errorf("%w: %d rank(s); allowed 2..16 (start one process per worker with a launcher)", ErrConfig, o.Workers)
 	}
-	o, err := o.validate()
+	o, err := o.prepare()
 	if err != nil {
 		return nil, err
-	}
-	if o.Train == nil || o.Test == nil {
-		dir, err := MNISTDir()
-		if err != nil {
-			return nil, err
-		}
-		tr, te, err := LoadMNIST(dir)
-		if err != nil {
-			return nil, err
-		}
-		o.Train, o.Test = &tr, &te
 	}
 	var out []Result
 	for _, m := range o.Modes {

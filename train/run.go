@@ -345,24 +345,33 @@ type Result struct {
 	Controller *discard.Stats `json:"controller,omitempty"`
 }
 
-// Run trains one model per mode, each from the same initial weights on the
-// same data order and the same background-load schedule, and returns one
-// Result per mode.
-func Run(ctx context.Context, o Options) ([]Result, error) {
+// prepare validates o and loads MNIST unless o brings its data.
+func (o Options) prepare() (Options, error) {
 	o, err := o.validate()
 	if err != nil {
-		return nil, err
+		return o, err
 	}
 	if o.Train == nil || o.Test == nil {
 		dir, err := MNISTDir()
 		if err != nil {
-			return nil, err
+			return o, err
 		}
 		tr, te, err := LoadMNIST(dir)
 		if err != nil {
-			return nil, err
+			return o, err
 		}
 		o.Train, o.Test = &tr, &te
+	}
+	return o, nil
+}
+
+// Run trains one model per mode, each from the same initial weights on the
+// same data order and the same background-load schedule, and returns one
+// Result per mode.
+func Run(ctx context.Context, o Options) ([]Result, error) {
+	o, err := o.prepare()
+	if err != nil {
+		return nil, err
 	}
 	var out []Result
 	for _, m := range o.Modes {
