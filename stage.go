@@ -242,6 +242,7 @@ type StageConn struct {
 	rates   [RecentChoices]float64
 	nrates  uint64
 	recvErr error
+	fixed   float64 // FixedRate, changed by SetFixedRate
 
 	in     inStage
 	inMu   sync.Mutex // serialises Deliver calls (Shared)
@@ -267,7 +268,7 @@ func NewStageConn(c *Conn, cfg StageConfig) (*StageConn, error) {
 	}
 	pcg := rand.NewPCG(cfg.Seed, 0)
 	s := &StageConn{
-		c: c, cfg: cfg, pcg: pcg, rng: rand.New(pcg), ctrl: ctrl, ctrlOf: make([]ctrlStage, ctrl.Config().Pending),
+		c: c, cfg: cfg, pcg: pcg, rng: rand.New(pcg), ctrl: ctrl, fixed: cfg.FixedRate, ctrlOf: make([]ctrlStage, ctrl.Config().Pending),
 		queue: make(chan Stage, cfg.Queue), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	addStats := func(st *Stats) {
@@ -397,12 +398,13 @@ func (s *StageConn) sendPart(ctx context.Context, packets [][]byte, part, parts 
 			m.controlled = true
 		}
 		s.ctrlOf[o.number%uint64(len(s.ctrlOf))] = m
+		fixed := s.fixed
 		s.mu.Unlock()
 		switch {
 		case s.cfg.Reliable:
 			o.rate = 0
-		case s.cfg.FixedRate > 0 && !whole:
-			o.rate = s.cfg.FixedRate
+		case fixed > 0 && !whole:
+			o.rate = fixed
 		}
 	}
 	o.part, o.parts = part, parts
@@ -485,6 +487,20 @@ func (s *StageConn) ReportQuality(ctx context.Context, stage uint64, q float64) 
 	return nil
 }
 
+// SetFixedRate changes StageConfig.FixedRate from the next stage on: r in
+// [0, 1), 0 hands the rate back to the controller (which ran all along).
+// For experiments that know more than the controller, such as the
+// schedule of an emulated load; not with Reliable.
+func (s *StageConn) SetFixedRate(r float64) error {
+	if !(r >= 0 && r < 1) || (r > 0 && s.cfg.Reliable) {
+		return cfgErr("FixedRate", r, "[0, 1), 0 = the controller's rate; not with Reliable")
+	}
+	s.mu.Lock()
+	s.fixed = r
+	s.mu.Unlock()
+	return nil
+}
+
 // Stats returns a snapshot of the StageConn's telemetry.
 func (s *StageConn) Stats() StageStats {
 	s.mu.Lock()
@@ -495,8 +511,8 @@ func (s *StageConn) Stats() StageStats {
 	switch {
 	case s.cfg.Reliable:
 		st.Rate = 0
-	case s.cfg.FixedRate > 0:
-		st.Rate = s.cfg.FixedRate
+	case s.fixed > 0:
+		st.Rate = s.fixed
 	}
 	n := min(s.nrates, RecentChoices)
 	st.RecentRates = make([]float64, 0, n)

@@ -360,6 +360,43 @@ func TestStageWhole(t *testing.T) {
 	}
 }
 
+// TestStageSetFixedRate: SetFixedRate pins the rate from the next stage
+// on, 0 hands it back to the controller, and bad rates are refused.
+func TestStageSetFixedRate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sa, sb := stagePair(t, StageConfig{Seed: 3, Discard: discard.Config{Initial: 0.1, DelayThreshold: 1000}})
+	const n = 50
+	// The controller gets no feedback here: its rate stays 0.
+	for s, c := range []struct {
+		set  float64
+		want int // packets of 50 dropped
+	}{{0, 0}, {0.6, 30}, {0.2, 10}, {0, 0}} {
+		if err := sa.SetFixedRate(c.set); err != nil {
+			t.Fatal(err)
+		}
+		sent, err := sa.Send(ctx, testPackets(s, n, 64))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sent.Dropped < c.want-1 || sent.Dropped > c.want {
+			t.Fatalf("stage %d after SetFixedRate(%v): %d of %d dropped at rate %v, want %d", s, c.set, sent.Dropped, n, sent.Rate, c.want)
+		}
+		if _, err := sb.Recv(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range []float64{-0.1, 1, math.NaN()} {
+		if err := sa.SetFixedRate(r); !errors.Is(err, ErrConfig) {
+			t.Errorf("SetFixedRate(%v) = %v, want ErrConfig", r, err)
+		}
+	}
+	rel, _ := stagePair(t, StageConfig{Reliable: true})
+	if err := rel.SetFixedRate(0.3); !errors.Is(err, ErrConfig) {
+		t.Errorf("SetFixedRate(0.3) on a reliable StageConn = %v, want ErrConfig", err)
+	}
+}
+
 // TestStageFixedRate: with FixedRate every stage is sent at that rate,
 // whatever the feedback (falling quality would lower the controller's),
 // while the controller keeps deciding for Stats; a whole stage still

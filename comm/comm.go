@@ -553,6 +553,41 @@ func (w *world) newComm(id uint64, ranks []int) *Comm {
 	return c
 }
 
+// EmuLoad returns the background-load pattern of this rank's emulated
+// rails (Config.EmuLoad; off when none), whose schedule restarts with
+// RestartEmuLoad.
+func (c *Comm) EmuLoad() emu.Pattern { return c.w.cfg.emuLoad }
+
+// SetFixedRate pins the discard rate of this rank's loss-tolerant sends
+// (every stage connection of the world, and those opened later) to r in
+// [0, 1) from the next stage on; 0 hands it back to the controller. Like
+// Config.Stage.FixedRate, but changeable while the job runs: for
+// experiments that know more than the controller, such as the schedule
+// of an emulated load.
+func (c *Comm) SetFixedRate(r float64) error {
+	w := c.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cfg.Stage.Reliable && r > 0 {
+		return fmt.Errorf("%w: SetFixedRate(%v) with Config.Stage.Reliable; allowed 0", ErrConfig, r)
+	}
+	if !(r >= 0 && r < 1) {
+		return fmt.Errorf("%w: SetFixedRate(%v); allowed [0, 1), 0 = the controller's rate", ErrConfig, r)
+	}
+	w.cfg.Stage.FixedRate = r
+	for _, p := range w.peers {
+		if p == nil {
+			continue
+		}
+		for _, s := range p.stages {
+			if err := s.SetFixedRate(r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // RestartEmuLoad restarts, now, the background-load schedule of this
 // rank's emulated rails (Config.EmuLoad): call it on every rank right
 // after a barrier so that runs compared with each other see the same

@@ -2,6 +2,7 @@ package comm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"testing"
@@ -142,6 +143,42 @@ func TestLossTolerantDiscards(t *testing.T) {
 		}
 		if math.Abs(sum-2.5) > 0.25 {
 			return fmt.Errorf("results average %.3f over %d calls, want 2.5 within 0.25", sum, calls)
+		}
+		return nil
+	})
+}
+
+// TestSetFixedRate: Comm.SetFixedRate pins the loss-tolerant sends' rate
+// on stage connections already open and on those opened later, and
+// refuses a rate outside [0, 1).
+func TestSetFixedRate(t *testing.T) {
+	cs := local(t, 3, Config{Stage: multirail.StageConfig{Discard: discard.Config{Initial: 0.05}}})
+	each(t, cs, func(ctx context.Context, c *Comm) error {
+		x := make([]float32, 3*64*20)
+		rate := func() (float64, error) {
+			before := c.LossyStats()
+			if err := Allreduce(ctx, c, x, Mean, LossTolerant(RingConfig{PacketFloats: 64})); err != nil {
+				return 0, err
+			}
+			st := c.LossyStats()
+			return float64(st.PacketsDropped-before.PacketsDropped) / float64(st.PacketsSent-before.PacketsSent), nil
+		}
+		for _, want := range []float64{0.5, 0.25} {
+			if err := c.SetFixedRate(want); err != nil {
+				return err
+			}
+			got, err := rate()
+			if err != nil {
+				return err
+			}
+			if math.Abs(got-want) > 0.05 {
+				return fmt.Errorf("SetFixedRate(%v): %.3f of the packets dropped", want, got)
+			}
+		}
+		for _, bad := range []float64{-0.5, 1, math.NaN()} {
+			if err := c.SetFixedRate(bad); !errors.Is(err, ErrConfig) {
+				return fmt.Errorf("SetFixedRate(%v) = %v, want ErrConfig", bad, err)
+			}
 		}
 		return nil
 	})

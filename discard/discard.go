@@ -17,7 +17,7 @@ const (
 	DefaultMax            = 0.6
 	DefaultPending        = 64
 	DefaultWindow         = 100
-	DefaultMargin         = 0.5
+	DefaultMargin         = 1.0
 	// MaxPending bounds Config.Pending.
 	MaxPending = 1 << 16
 )
@@ -80,8 +80,8 @@ type Config struct {
 	// 2..65536; 0 means DefaultWindow.
 	Window int
 	// Margin is RuleMatch's dead band: R = 1 - (1+Margin) x baseline /
-	// smoothed time per packet, so a period up to 1+Margin times the
-	// baseline discards nothing. [0, 10]; 0 means DefaultMargin (use a
+	// time per packet, so a period up to 1+Margin times the baseline
+	// discards nothing. [0, 10]; 0 means DefaultMargin (use a
 	// tiny value for none). Initial, Up, Down, QualityThreshold,
 	// DelayThreshold and History are the patent rule's; RuleMatch ignores
 	// them.
@@ -151,7 +151,7 @@ func (c Config) Validate() (Config, error) {
 		c.Margin = DefaultMargin
 	}
 	if bad(c.Margin) || c.Margin < 0 || c.Margin > 10 {
-		return c, cfgErr("Margin", c.Margin, "[0, 10]; 0 = default 0.5")
+		return c, cfgErr("Margin", c.Margin, "[0, 10]; 0 = default 1")
 	}
 	if c.Pending == 0 {
 		c.Pending = DefaultPending
@@ -389,12 +389,15 @@ func (c *Controller) step(l time.Duration, p float64) {
 	c.nhist = min(c.nhist+1, len(c.hist))
 }
 
-// match is RuleMatch: R = 1 - (1+Margin) b / s, clamped to [0, Max], with
-// s the smoothed period l and b the matchQuantile quantile of s over the
-// last Window stages.
+// match is RuleMatch: R = 1 - (1+Margin) b / min(s, l), clamped to
+// [0, Max], with s the smoothed period l and b the matchQuantile quantile
+// of s over the last Window stages.
 // A link that now delivers packets g times slower than at its best sends
 // a share of about 1/g of them, so a stage takes about as long as at its
-// best; in calm (s near b) nothing is discarded.
+// best; in calm (s near b) nothing is discarded. The rate rises with the
+// smoothed period but falls with the newest: one fast stage is enough
+// evidence that the congestion is over, and every stage discarded after
+// it would cost accuracy for nothing.
 func (c *Controller) match(l time.Duration) Decision {
 	x := float64(l)
 	if c.nrec == 0 {
@@ -412,8 +415,8 @@ func (c *Controller) match(l time.Duration) Decision {
 	slices.Sort(c.sorted)
 	b := c.sorted[int(matchQuantile*float64(c.nrec-1))]
 	r := 0.0
-	if c.smooth > 0 {
-		r = min(c.cfg.Max, max(0, 1-(1+c.cfg.Margin)*b/c.smooth))
+	if s := min(c.smooth, x); s > 0 {
+		r = min(c.cfg.Max, max(0, 1-(1+c.cfg.Margin)*b/s))
 	}
 	old := c.rate
 	c.rate = r

@@ -466,7 +466,8 @@ func TestNoAllocs(t *testing.T) {
 
 // TestMatchRule: RuleMatch discards nothing while the time per packet stays
 // near its best, about 1 - (1+Margin)/g of the packets when the link turns
-// g times slower, at most Max, and nothing again soon after it recovers.
+// g times slower, at most Max, nothing again from the first stage after it
+// recovers, and climbs back only on smoothed evidence.
 func TestMatchRule(t *testing.T) {
 	c, err := New(Config{Rule: RuleMatch, Max: 0.8, Margin: 0.2, Window: 100}) // Margin 0.2, not the default
 	if err != nil {
@@ -494,11 +495,21 @@ func TestMatchRule(t *testing.T) {
 	if r := feed(20*ms, 30); r != 0.8 {
 		t.Fatalf("20x slower: rate %v, want Max 0.8", r)
 	}
-	if r := feed(ms, 20); r != 0 {
-		t.Fatalf("20 stages after recovery: rate %v, want 0", r)
+	if r := feed(ms, 1); r != 0 {
+		t.Fatalf("the first stage after recovery: rate %v, want 0", r)
+	}
+	// One slow stage after the storm's smoothed value decayed for a while
+	// raises the rate less than a whole run of them.
+	feed(ms, 19)
+	one := feed(20*ms, 1)
+	if many := feed(20*ms, 9); !(one < many) || one == 0 {
+		t.Fatalf("after one slow stage rate %v, after ten %v: want 0 < one < ten", one, many)
+	}
+	if r := feed(ms, 1); r != 0 {
+		t.Fatalf("the first fast stage: rate %v, want 0", r)
 	}
 	st := c.Stats()
-	if st.Raised == 0 || st.Lowered == 0 || st.Applied != 110 {
+	if st.Raised == 0 || st.Lowered == 0 || st.Applied != 121 {
 		t.Fatalf("stats %+v", st)
 	}
 	// Beyond Window, a long congestion becomes the new baseline: the rate

@@ -183,6 +183,21 @@ func (p Pattern) String() string {
 	return s + ",seed=" + strconv.FormatUint(p.Seed, 10)
 }
 
+// InCalm reports whether t after the schedule's start falls in a calm
+// phase: always for off, never for bursty, for phases when t modulo a
+// calm-congested cycle is under Calm.
+func (p Pattern) InCalm(t time.Duration) bool {
+	switch p.Kind {
+	case PatternBursty:
+		return false
+	case PatternPhases:
+		if cycle := p.Calm + p.Congested; cycle > 0 {
+			return t%cycle < p.Calm
+		}
+	}
+	return true
+}
+
 // Loads returns the pattern's load steps for rail over [0, horizon),
 // drawn from rng (callers seed it with Seed and whatever identifies the
 // link). p must be valid.

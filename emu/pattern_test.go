@@ -74,3 +74,27 @@ func TestPatternLoads(t *testing.T) {
 		}
 	}
 }
+
+func TestPatternInCalm(t *testing.T) {
+	ph := Pattern{Kind: PatternPhases, Calm: 2 * time.Second, Congested: time.Second}
+	for _, c := range []struct {
+		p    Pattern
+		at   time.Duration
+		want bool
+	}{
+		{Pattern{}, time.Hour, true},
+		{Pattern{Kind: PatternOff}, 0, true},
+		{Pattern{Kind: PatternBursty}, 0, false},
+		{ph, 0, true},
+		{ph, 2*time.Second - 1, true},
+		{ph, 2 * time.Second, false},
+		{ph, 3*time.Second - 1, false},
+		{ph, 3 * time.Second, true},
+		{ph, 31 * time.Second, true}, // 31 = 10 cycles + 1 s
+		{ph, 32500 * time.Millisecond, false},
+	} {
+		if got := c.p.InCalm(c.at); got != c.want {
+			t.Errorf("%v.InCalm(%v) = %v, want %v", c.p, c.at, got, c.want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/multirail/multirail/comm"
+	"github.com/multirail/multirail/emu"
 )
 
 // commExchanger is RunRank's exchanger: the communicator's exact Allreduce
@@ -17,10 +18,24 @@ type commExchanger struct {
 	c     *comm.Comm
 	lossy bool
 	cfg   comm.RingConfig
+	// phases, when set, pins the rate by phase of the emulated load
+	// (Options.PhaseRates) counted from start.
+	phases *PhaseRates
+	load   emu.Pattern
+	start  time.Time
 }
 
 func (x commExchanger) Allreduce(ctx context.Context, g []float32) error {
 	if x.lossy {
+		if x.phases != nil {
+			r := x.phases.Congested
+			if x.load.InCalm(time.Since(x.start)) {
+				r = x.phases.Calm
+			}
+			if err := x.c.SetFixedRate(r); err != nil {
+				return err
+			}
+		}
 		return comm.Allreduce(ctx, x.c, g, comm.Mean, comm.LossTolerant(x.cfg))
 	}
 	return comm.Allreduce(ctx, x.c, g, comm.Mean)
@@ -69,6 +84,9 @@ func RunRank(ctx context.Context, c *comm.Comm, o Options) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !o.PhaseRates.IsZero() && c.EmuLoad().Kind != emu.PatternPhases {
+		return nil, fmt.Errorf("%w: PhaseRates needs a phases load on the emulated rails (comm.Config.EmuLoad = %q)", ErrConfig, c.EmuLoad().String())
+	}
 	var out []Result
 	for _, m := range o.Modes {
 		r, err := runRankMode(ctx, c, o, m)
@@ -103,9 +121,16 @@ func runRankMode(ctx context.Context, c *comm.Comm, o Options, mode Mode) (Resul
 	// Both modes see the same background-load schedule from their start.
 	c.RestartEmuLoad()
 	start := time.Now()
+	ex := commExchanger{c: c, lossy: mode == LossTolerant, cfg: comm.RingConfig{PacketFloats: o.PacketFloats, Op: comm.Mean, ErrorFeedback: o.ErrorFeedback}}
+	if !o.PhaseRates.IsZero() {
+		ex.phases, ex.load, ex.start = &o.PhaseRates, c.EmuLoad(), start
+	}
 	w := worker{o: o, mode: mode, rank: rank, m: m, part: parts[rank],
-		ex:     commExchanger{c: c, lossy: mode == LossTolerant, cfg: comm.RingConfig{PacketFloats: o.PacketFloats, Op: comm.Mean, ErrorFeedback: o.ErrorFeedback}},
+		ex:     ex,
 		losses: losses, dropped: dropped, total: total, start: start}
+	if load := c.EmuLoad(); load.Kind == emu.PatternPhases {
+		w.calm, w.load = make([]bool, o.Steps), load
+	}
 	if rank == 0 {
 		w.checkpoint = func(step int, m Model) {
 			snaps = append(snaps, snapshot{step: step, t: time.Since(start), params: m.Params()})
@@ -135,6 +160,10 @@ func runRankMode(ctx context.Context, c *comm.Comm, o Options, mode Mode) (Resul
 	}
 	if t > 0 {
 		res.MeanDiscardRate = d / t
+	}
+	if w.calm != nil {
+		// By this rank's clock (rank 0's in what it reports).
+		res.PhaseDiscard = phaseDiscard(w.calm, func(s int) (float64, float64) { return counts[2*s], counts[2*s+1] })
 	}
 	// How far the replicas drifted: each rank's largest difference from
 	// rank 0's parameters, the largest over the ranks.

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -73,5 +74,26 @@ func TestRunRankErrors(t *testing.T) {
 	}
 	if _, err := RunRank(ctx, cs[0], Options{Workers: 4}); !errors.Is(err, ErrConfig) {
 		t.Fatalf("Workers 4 on 1 rank: %v", err)
+	}
+	two, err := comm.NewLocal(ctx, 2, comm.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range two {
+			c.Close()
+		}
+	}()
+	// The oracle needs a phases load to follow; checked before any step.
+	if _, err := RunRank(ctx, two[0], Options{PhaseRates: PhaseRates{Calm: 0.05, Congested: 0.6}}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "phases") {
+		t.Fatalf("PhaseRates without a phases load: %v", err)
+	}
+	for _, pr := range []PhaseRates{{Calm: 0, Congested: 0.5}, {Calm: 0.1, Congested: 1}} {
+		if _, err := RunRank(ctx, two[0], Options{PhaseRates: pr}); !errors.Is(err, ErrConfig) {
+			t.Fatalf("PhaseRates %v: %v", pr, err)
+		}
+	}
+	if _, err := Run(ctx, Options{PhaseRates: PhaseRates{Calm: 0.05, Congested: 0.6}, Steps: 1}); !errors.Is(err, ErrConfig) {
+		t.Fatalf("PhaseRates in one process: %v", err)
 	}
 }

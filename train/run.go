@@ -155,6 +155,12 @@ type Options struct {
 	// (the controllers still run, for Stats): to compare the controller
 	// with fixed rates. [0, 1); 0 = the controller's rate.
 	DiscardRate float64
+	// PhaseRates, when set, pins the losstolerant mode's discard rate by
+	// phase of an emulated "phases" load (RunRank only: the
+	// communicator's comm.Config.EmuLoad): an oracle that knows when the
+	// congestion comes, to measure what a controller that may not discard
+	// in calm phases could reach at best. Zero = off.
+	PhaseRates PhaseRates
 	// ErrorFeedback turns on error feedback in the losstolerant mode.
 	ErrorFeedback bool
 	// PacketFloats is the packet size in values; 0 = comm's default.
@@ -182,6 +188,51 @@ type Options struct {
 	// memRate, when set, replaces the network by comm.MemRing transports
 	// discarding this fixed rate (tests).
 	memRate *float64
+}
+
+// PhaseRates are the discard rates of Options.PhaseRates: Calm during the
+// calm phases, Congested during the congested ones, each in (0, 1).
+type PhaseRates struct {
+	Calm      float64 `json:"calm"`
+	Congested float64 `json:"congested"`
+}
+
+// IsZero reports whether r is off.
+func (r PhaseRates) IsZero() bool { return r == PhaseRates{} }
+
+// PhaseDiscard is the share of the packets discarded during the calm and
+// during the congested phases of a phases load, each step counted in the
+// phase in which its exchange began (by the clock of rank 0's worker,
+// which starts with the load's schedule).
+type PhaseDiscard struct {
+	Calm           float64 `json:"calm"`
+	Congested      float64 `json:"congested"`
+	CalmSteps      int     `json:"calm_steps"`
+	CongestedSteps int     `json:"congested_steps"`
+}
+
+// phaseDiscard sums count(s) = (dropped, sent) of every step s by calm[s].
+func phaseDiscard(calm []bool, count func(s int) (float64, float64)) *PhaseDiscard {
+	var pd PhaseDiscard
+	var d, t [2]float64
+	for s, c := range calm {
+		i := 1
+		if c {
+			i = 0
+			pd.CalmSteps++
+		} else {
+			pd.CongestedSteps++
+		}
+		sd, st := count(s)
+		d[i], t[i] = d[i]+sd, t[i]+st
+	}
+	if t[0] > 0 {
+		pd.Calm = d[0] / t[0]
+	}
+	if t[1] > 0 {
+		pd.Congested = d[1] / t[1]
+	}
+	return &pd
 }
 
 // Progress reports one step.
@@ -265,6 +316,12 @@ func (o Options) validate() (Options, error) {
 	if o.Discard, err = o.Discard.Validate(); err != nil {
 		return o, fmt.Errorf("%w: Discard: %w", ErrConfig, err)
 	}
+	if pr := o.PhaseRates; !pr.IsZero() && !(pr.Calm > 0 && pr.Calm < 1 && pr.Congested > 0 && pr.Congested < 1) {
+		return o, fmt.Errorf("%w: PhaseRates = %v/%v out of range; allowed (0, 1) each", ErrConfig, pr.Calm, pr.Congested)
+	}
+	if !o.PhaseRates.IsZero() && o.DiscardRate > 0 {
+		return o, fmt.Errorf("%w: PhaseRates with DiscardRate = %v; allowed one of them", ErrConfig, o.DiscardRate)
+	}
 	if !(o.DiscardRate >= 0 && o.DiscardRate < 1) {
 		return o, fmt.Errorf("%w: DiscardRate = %v out of range; allowed [0, 1) (0 = the controller's)", ErrConfig, o.DiscardRate)
 	}
@@ -339,7 +396,10 @@ type Result struct {
 	ReplicaSpread float64   `json:"replica_spread"`
 	Curve         []Point   `json:"curve"`
 	DiscardRates  []float64 `json:"discard_rates"` // per step
-	Losses        []float64 `json:"losses"`        // rank 0's minibatch loss per step
+	// PhaseDiscard splits the discarded share by phase of a phases load
+	// (nil under any other load).
+	PhaseDiscard *PhaseDiscard `json:"phase_discard,omitempty"`
+	Losses       []float64     `json:"losses"` // rank 0's minibatch loss per step
 	// Controller sums the decisions of the losstolerant mode's
 	// controllers over all links.
 	Controller *discard.Stats `json:"controller,omitempty"`
@@ -369,6 +429,9 @@ func (o Options) prepare() (Options, error) {
 // same data order and the same background-load schedule, and returns one
 // Result per mode.
 func Run(ctx context.Context, o Options) ([]Result, error) {
+	if !o.PhaseRates.IsZero() {
+		return nil, fmt.Errorf("%w: PhaseRates needs one process per worker (RunRank)", ErrConfig)
+	}
 	o, err := o.prepare()
 	if err != nil {
 		return nil, err
@@ -531,6 +594,10 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 	checkpoint := func(step int, m Model) {
 		snaps = append(snaps, snapshot{step: step, t: time.Since(start), params: m.Params()})
 	}
+	var calm []bool
+	if o.Congestion.Phases && !o.Congestion.Off {
+		calm = make([]bool, o.Steps)
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, N)
 	for i := range N {
@@ -543,6 +610,7 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 				losses: losses, dropped: dropped, total: total, start: start}
 			if i == 0 {
 				w.checkpoint = checkpoint
+				w.calm, w.load = calm, o.Congestion.pattern()
 			}
 			errs[i] = w.run(runCtx)
 			if errs[i] != nil {
@@ -576,6 +644,15 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 	}
 	if t > 0 {
 		res.MeanDiscardRate = float64(d) / float64(t)
+	}
+	if calm != nil {
+		res.PhaseDiscard = phaseDiscard(calm, func(s int) (float64, float64) {
+			var sd, st uint64
+			for i := range N {
+				sd, st = sd+dropped[s][i], st+total[s][i]
+			}
+			return float64(sd), float64(st)
+		})
 	}
 	if mode == LossTolerant {
 		var cs discard.Stats
@@ -678,6 +755,10 @@ type worker struct {
 	total      [][]uint64
 	start      time.Time
 	checkpoint func(step int, m Model)
+	// calm, when set, gets whether each step's exchange began in a calm
+	// phase of load (a phases load whose schedule starts at start).
+	calm []bool
+	load emu.Pattern
 }
 
 func (w *worker) run(ctx context.Context) error {
@@ -706,6 +787,9 @@ func (w *worker) run(ctx context.Context) error {
 			if err := r.ReportQuality(ctx, (prev-ema)/math.Max(prev, 1e-9)); err != nil {
 				return err
 			}
+		}
+		if w.calm != nil {
+			w.calm[step] = w.load.InCalm(time.Since(w.start))
 		}
 		if err := r.Allreduce(ctx, grad); err != nil {
 			return err

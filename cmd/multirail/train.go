@@ -31,7 +31,7 @@ type trainFlags struct {
 	mode, rails, congestion, load, hidden, partition, model   string
 	busy, idle, calm, congested                               time.Duration
 	lr, target, discardRate                                   float64
-	discardOpt, out, seed                                     string
+	discardOpt, out, seed, phaseRates                         string
 	errorFeedback, json, quiet, perProcess, workersSet        bool
 }
 
@@ -96,6 +96,7 @@ accuracy.png (test accuracy against training time, per mode), discard.png
 	fl.StringVar(&f.out, "out", "", "directory to write PNG plots and results.json to")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object on stdout")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr")
+	fl.StringVar(&f.phaseRates, "phase-rates", "", "experiment, with --per-process under multirail run --emu-load phases:...: pin the discard rate to CALM during calm phases and CONGESTED during congested ones (CALM:CONGESTED, each in (0, 1)), an oracle that knows the schedule")
 	fl.BoolVar(&f.perProcess, "per-process", false, "run this process as one worker of a job started by a launcher (multirail run, mpirun, srun, torchrun; see comm.Init): the job's ranks are the workers, its rails the network (--rails and the congestion flags do not apply: use the launcher's, e.g. multirail run --emu); rank 0 prints the results")
 	return cmd
 }
@@ -139,6 +140,21 @@ func (f *trainFlags) options() (train.Options, error) {
 		return o, usagef("--discard-rate %v: allowed [0, 1), 0 = the controller's rate", f.discardRate)
 	}
 	o.DiscardRate = f.discardRate
+	if f.phaseRates != "" {
+		a, b, ok := strings.Cut(f.phaseRates, ":")
+		calm, err1 := strconv.ParseFloat(a, 64)
+		cong, err2 := strconv.ParseFloat(b, 64)
+		if !ok || err1 != nil || err2 != nil || !(calm > 0 && calm < 1 && cong > 0 && cong < 1) {
+			return o, usagef("--phase-rates %q: want CALM:CONGESTED, each in (0, 1)", f.phaseRates)
+		}
+		if !f.perProcess {
+			return o, usagef("--phase-rates %q: needs --per-process (the oracle follows the launcher's --emu-load phases schedule)", f.phaseRates)
+		}
+		if f.discardRate > 0 {
+			return o, usagef("--phase-rates %q with --discard-rate %v: allowed one of them", f.phaseRates, f.discardRate)
+		}
+		o.PhaseRates = train.PhaseRates{Calm: calm, Congested: cong}
+	}
 	if f.model != train.ModelMLP && f.model != train.ModelCNN {
 		return o, usagef("--model %q: allowed mlp or cnn", f.model)
 	}
@@ -222,8 +238,10 @@ type trainReport struct {
 	Discard    discard.Config `json:"discard"`
 	// DiscardRate is the pinned rate of --discard-rate, absent when the
 	// controller set it.
-	DiscardRate float64        `json:"discard_rate,omitempty"`
-	Results     []train.Result `json:"results"`
+	DiscardRate float64 `json:"discard_rate,omitempty"`
+	// PhaseRates is --phase-rates, absent when not given.
+	PhaseRates *train.PhaseRates `json:"phase_rates,omitempty"`
+	Results    []train.Result    `json:"results"`
 }
 
 func runTrain(ctx context.Context, g *globals, f *trainFlags, o train.Options) error {
@@ -247,6 +265,9 @@ func runTrain(ctx context.Context, g *globals, f *trainFlags, o train.Options) e
 	}
 	// o.Discard came validated, defaults filled, from discard.ParseOptions.
 	rep := trainReport{Workers: o.Workers, Model: o.Model, Partition: o.Partition.String(), Rails: emu.FormatSpecs(o.Rails), Congestion: cong, Discard: o.Discard, DiscardRate: o.DiscardRate}
+	if !o.PhaseRates.IsZero() {
+		rep.PhaseRates = &o.PhaseRates
+	}
 	var res []train.Result
 	var err error
 	if f.perProcess {

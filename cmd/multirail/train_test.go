@@ -33,6 +33,9 @@ func TestTrainBadFlags(t *testing.T) {
 		{[]string{"train", "--partition", "shards:0"}, []string{`--partition "shards:0"`, "dirichlet:ALPHA"}},
 		{[]string{"train", "--discard-rate", "1"}, []string{"--discard-rate 1", "[0, 1)"}},
 		{[]string{"train", "--congestion", "phases", "--calm", "0s"}, []string{"--calm 0s", "1ms..1h"}},
+		{[]string{"train", "--phase-rates", "0.05"}, []string{`--phase-rates "0.05"`, "CALM:CONGESTED"}},
+		{[]string{"train", "--phase-rates", "0:0.5"}, []string{`--phase-rates "0:0.5"`, "(0, 1)"}},
+		{[]string{"train", "--phase-rates", "0.05:0.6"}, []string{`--phase-rates "0.05:0.6"`, "needs --per-process"}},
 	}
 	for _, c := range cases {
 		var stdout, stderr bytes.Buffer
