@@ -17,7 +17,7 @@ const (
 	DefaultMax            = 0.6
 	DefaultPending        = 64
 	DefaultWindow         = 100
-	DefaultMargin         = 1.0
+	DefaultMargin         = 0.5
 	// MaxPending bounds Config.Pending.
 	MaxPending = 1 << 16
 )
@@ -151,7 +151,7 @@ func (c Config) Validate() (Config, error) {
 		c.Margin = DefaultMargin
 	}
 	if bad(c.Margin) || c.Margin < 0 || c.Margin > 10 {
-		return c, cfgErr("Margin", c.Margin, "[0, 10]; 0 = default 1")
+		return c, cfgErr("Margin", c.Margin, "[0, 10]; 0 = default 0.5")
 	}
 	if c.Pending == 0 {
 		c.Pending = DefaultPending
