@@ -76,6 +76,7 @@ func (c *Conn) resendLocked(segs []entry) {
 			i = c.firstUp()
 		}
 		c.push(now, c.rails[i], s) // may exceed QueueDepth: resends are not held back
+		c.rails[i].resent++
 		if !c.dispatched() {
 			c.rails[i].signal() // on the dispatch timer the next tick does it
 		}

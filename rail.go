@@ -59,6 +59,7 @@ type rail struct {
 	nextTry int64       // c.now() from which the next rejoin attempt may start
 	backoff time.Duration
 	rejoins uint64 // connections that replaced a failed one
+	resent  uint64 // segments carried again after their first rail failed
 	lastErr error  // why the rail last failed
 
 	// receive side and counters

@@ -39,6 +39,9 @@ type RailStats struct {
 	// Rejoins counts the times a new TCP connection replaced the rail's
 	// failed one (see Config.RailTimeout).
 	Rejoins uint64
+	// Resent counts the segments queued on this rail again because the
+	// rail that first carried them failed before they were acknowledged.
+	Resent uint64
 	// LastError says why the rail last failed; empty if it never did.
 	LastError string
 	// Level is the scheduler's current state level for the rail (k_i in
@@ -134,7 +137,7 @@ func (c *Conn) Stats() Stats {
 			BytesSent: r.bytesOut.Load(), SegmentsSent: r.segsOut.Load(),
 			BytesReceived: r.bytesIn.Load(), SegmentsReceived: r.segsIn.Load(),
 			Queued: r.core.Len(), QueuedBytes: r.core.QueuedBytes(), InFlight: r.core.InFlight(),
-			LastWait: time.Duration(r.core.LastWait()), RateBps: r.core.Rate(), AckDelay: time.Duration(r.core.AckDelay()), Errors: r.errs.Load(), Rejoins: r.rejoins,
+			LastWait: time.Duration(r.core.LastWait()), RateBps: r.core.Rate(), AckDelay: time.Duration(r.core.AckDelay()), Errors: r.errs.Load(), Rejoins: r.rejoins, Resent: r.resent,
 			Level: -1,
 		}
 		if r.lastErr != nil {

@@ -21,10 +21,10 @@ import (
 
 func newServe(g *globals) *cobra.Command {
 	var (
-		listen   string
-		jsonOut  bool
-		once     bool
-		dispatch time.Duration
+		listen, metrics string
+		jsonOut         bool
+		once            bool
+		dispatch        time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -40,6 +40,9 @@ the goodput and each rail's share. Set MULTIRAIL_TOKEN on both hosts.`,
 			if err := parseDispatch("dispatch", dispatch); err != nil {
 				return err
 			}
+			if err := parseMetricsAddr(metrics); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
 			ln, err := multirail.Listen(listen, multirail.Config{DispatchInterval: dispatch, MaxMessageSize: maxMessage, Logger: g.logger()})
@@ -48,6 +51,16 @@ the goodput and each rail's share. Set MULTIRAIL_TOKEN on both hosts.`,
 			}
 			defer ln.Close()
 			fmt.Fprintf(g.stderr, "multirail: listening on %s\n", ln.Addr())
+			var conns metricsConns
+			if metrics != "" {
+				ms, err := startMetrics(metrics, &conns, g.logger())
+				if err != nil {
+					return err
+				}
+				defer ms.Close()
+				fmt.Fprintf(g.stderr, "multirail: metrics on http://%s/metrics\n", ms.addr)
+			}
+			accepted := 0
 			var wg sync.WaitGroup
 			defer wg.Wait()
 			var outMu sync.Mutex
@@ -59,10 +72,13 @@ the goodput and each rail's share. Set MULTIRAIL_TOKEN on both hosts.`,
 					}
 					return err
 				}
+				accepted++
+				remove := conns.add(c, strconv.Itoa(accepted))
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					defer c.Close()
+					defer remove()
 					r, err := bench.ReceiveAll(ctx, c)
 					outMu.Lock()
 					defer outMu.Unlock()
@@ -93,6 +109,7 @@ the goodput and each rail's share. Set MULTIRAIL_TOKEN on both hosts.`,
 	cmd.Flags().StringVar(&listen, "listen", ":7000", "address to listen on")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print one JSON object per connection on stdout")
 	cmd.Flags().BoolVar(&once, "once", false, "exit after the first connection ends")
+	cmd.Flags().StringVar(&metrics, "metrics", "", "serve Prometheus metrics of the live connections at http://ADDR/metrics (peer label: the connection's number, from 1)")
 	cmd.Flags().DurationVar(&dispatch, "dispatch", 0, "send-queue dispatch of this side's sends (acknowledgements only go out at once regardless): 0 = continuous, or a timer interval 10ms..1s")
 	return cmd
 }

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/multirail/multirail"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Prometheus metrics of a long-running command (--metrics ADDR): the
+// telemetry of every live connection (multirail.Conn.Stats) read at each
+// scrape. Names follow Prometheus' conventions (multirail_ prefix, base
+// units, _total counters); the only labels are peer and rail.
+
+// metricsConns is the set of connections /metrics reports on.
+type metricsConns struct {
+	mu    sync.Mutex
+	conns map[*multirail.Conn]string // the peer label of each
+}
+
+// add starts reporting c under peer; the returned func stops it.
+func (m *metricsConns) add(c *multirail.Conn, peer string) (remove func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.conns == nil {
+		m.conns = make(map[*multirail.Conn]string)
+	}
+	m.conns[c] = peer
+	return func() {
+		m.mu.Lock()
+		delete(m.conns, c)
+		m.mu.Unlock()
+	}
+}
+
+func (m *metricsConns) snapshot() map[*multirail.Conn]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[*multirail.Conn]string, len(m.conns))
+	for c, p := range m.conns {
+		out[c] = p
+	}
+	return out
+}
+
+var (
+	railLabels = []string{"peer", "rail"}
+	peerLabels = []string{"peer"}
+
+	mRailSentBytes    = prometheus.NewDesc("multirail_rail_sent_bytes_total", "Bytes of data frames written on the rail, headers included.", railLabels, nil)
+	mRailRecvBytes    = prometheus.NewDesc("multirail_rail_received_bytes_total", "Payload bytes received on the rail.", railLabels, nil)
+	mRailSentSegs     = prometheus.NewDesc("multirail_rail_sent_segments_total", "Data segments written on the rail.", railLabels, nil)
+	mRailRecvSegs     = prometheus.NewDesc("multirail_rail_received_segments_total", "Data segments received on the rail.", railLabels, nil)
+	mRailResent       = prometheus.NewDesc("multirail_rail_resent_segments_total", "Segments queued on the rail again because the rail that first carried them failed.", railLabels, nil)
+	mRailUp           = prometheus.NewDesc("multirail_rail_up", "1 while the rail carries traffic, 0 while it is down.", railLabels, nil)
+	mRailRejoins      = prometheus.NewDesc("multirail_rail_rejoins_total", "Times a new TCP connection replaced the rail's failed one.", railLabels, nil)
+	mRailErrors       = prometheus.NewDesc("multirail_rail_errors_total", "Failures seen on the rail.", railLabels, nil)
+	mRailQueue        = prometheus.NewDesc("multirail_rail_queue_segments", "Segments in the rail's send queue.", railLabels, nil)
+	mRailQueueBytes   = prometheus.NewDesc("multirail_rail_queue_bytes", "Bytes in the rail's send queue.", railLabels, nil)
+	mRailQueueDelay   = prometheus.NewDesc("multirail_rail_queue_delay_seconds", "Queueing delay of the last segment that left the rail's send queue.", railLabels, nil)
+	mRailInFlight     = prometheus.NewDesc("multirail_rail_in_flight_segments", "Segments written on the rail and not yet acknowledged.", railLabels, nil)
+	mRailDrain        = prometheus.NewDesc("multirail_rail_drain_rate_bytes_per_second", "The rail's measured delivery rate (0 until measured).", railLabels, nil)
+	mRailAckDelay     = prometheus.NewDesc("multirail_rail_ack_delay_seconds", "Smoothed time from a segment's write to its acknowledgement (0 until measured).", railLabels, nil)
+	mSchedShare       = prometheus.NewDesc("multirail_scheduler_choice_share", "The rail's share of the scheduler's last 64 choices.", railLabels, nil)
+	mSchedDecisions   = prometheus.NewDesc("multirail_scheduler_decisions_total", "The scheduler's decisions.", peerLabels, nil)
+	mMessagesSent     = prometheus.NewDesc("multirail_messages_sent_total", "Whole messages sent.", peerLabels, nil)
+	mMessagesRecv     = prometheus.NewDesc("multirail_messages_received_total", "Whole messages received.", peerLabels, nil)
+	mStageDiscard     = prometheus.NewDesc("multirail_stage_discard_ratio", "Discard rate the next loss-tolerant stage will be sent with.", peerLabels, nil)
+	mStagePacketsSent = prometheus.NewDesc("multirail_stage_packets_sent_total", "Loss-tolerant stage packets handed to the transport.", peerLabels, nil)
+	mStagePacketsDrop = prometheus.NewDesc("multirail_stage_packets_dropped_total", "Loss-tolerant stage packets discarded.", peerLabels, nil)
+)
+
+// connCollector is a prometheus.Collector over metricsConns.
+type connCollector struct{ conns *metricsConns }
+
+func (connCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{mRailSentBytes, mRailRecvBytes, mRailSentSegs, mRailRecvSegs, mRailResent, mRailUp,
+		mRailRejoins, mRailErrors, mRailQueue, mRailQueueBytes, mRailQueueDelay, mRailInFlight, mRailDrain, mRailAckDelay,
+		mSchedShare, mSchedDecisions, mMessagesSent, mMessagesRecv, mStageDiscard, mStagePacketsSent, mStagePacketsDrop} {
+		ch <- d
+	}
+}
+
+func (cc connCollector) Collect(ch chan<- prometheus.Metric) {
+	for c, peer := range cc.conns.snapshot() {
+		st := c.Stats()
+		counter := func(d *prometheus.Desc, v uint64, l ...string) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
+		}
+		gauge := func(d *prometheus.Desc, v float64, l ...string) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
+		}
+		for _, r := range st.Rails {
+			up := 0.0
+			if r.Up {
+				up = 1
+			}
+			counter(mRailSentBytes, r.BytesSent, peer, r.Name)
+			counter(mRailRecvBytes, r.BytesReceived, peer, r.Name)
+			counter(mRailSentSegs, r.SegmentsSent, peer, r.Name)
+			counter(mRailRecvSegs, r.SegmentsReceived, peer, r.Name)
+			counter(mRailResent, r.Resent, peer, r.Name)
+			gauge(mRailUp, up, peer, r.Name)
+			counter(mRailRejoins, r.Rejoins, peer, r.Name)
+			counter(mRailErrors, r.Errors, peer, r.Name)
+			gauge(mRailQueue, float64(r.Queued), peer, r.Name)
+			gauge(mRailQueueBytes, float64(r.QueuedBytes), peer, r.Name)
+			gauge(mRailQueueDelay, r.LastWait.Seconds(), peer, r.Name)
+			gauge(mRailInFlight, float64(r.InFlight), peer, r.Name)
+			gauge(mRailDrain, r.RateBps/8, peer, r.Name)
+			gauge(mRailAckDelay, r.AckDelay.Seconds(), peer, r.Name)
+			gauge(mSchedShare, r.RecentShare, peer, r.Name)
+		}
+		counter(mSchedDecisions, st.Scheduler.Decisions, peer)
+		counter(mMessagesSent, st.MessagesSent, peer)
+		counter(mMessagesRecv, st.MessagesReceived, peer)
+		if s := st.Stages; s != nil {
+			gauge(mStageDiscard, s.Rate, peer)
+			counter(mStagePacketsSent, s.PacketsSent, peer)
+			counter(mStagePacketsDrop, s.PacketsDropped, peer)
+		}
+	}
+}
+
+// metricsServer serves /metrics for conns on addr until ctx ends or Close.
+type metricsServer struct {
+	addr string // the address bound (addr's port 0 resolved)
+	srv  *http.Server
+	done chan struct{}
+}
+
+// startMetrics listens on addr and serves the connections' metrics, with
+// the Go runtime's and the process's beside them.
+func startMetrics(addr string, conns *metricsConns, log *slog.Logger) (*metricsServer, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(connCollector{conns}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics %q: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slogPromLogger{log}}))
+	ms := &metricsServer{addr: ln.Addr().String(), done: make(chan struct{}),
+		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	go func() {
+		defer close(ms.done)
+		if err := ms.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("metrics server stopped", "addr", ms.addr, "err", err)
+		}
+	}()
+	return ms, nil
+}
+
+// Close stops the server and waits for it.
+func (ms *metricsServer) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := ms.srv.Shutdown(ctx)
+	<-ms.done
+	return err
+}
+
+// slogPromLogger passes promhttp's errors to slog.
+type slogPromLogger struct{ log *slog.Logger }
+
+func (l slogPromLogger) Println(v ...any) { l.log.Warn("metrics: " + fmt.Sprint(v...)) }
+
+// parseMetricsAddr checks a --metrics value: HOST:PORT or :PORT, or "" for
+// none.
+func parseMetricsAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return usagef("--metrics %q: want HOST:PORT or :PORT", addr)
+	}
+	return nil
+}
