@@ -246,6 +246,10 @@ func TestRailLinkDown(t *testing.T) {
 			if st := a.Stats(); !st.Rails[0].Up || !st.Rails[1].Up {
 				t.Fatalf("healthy rails went down: %+v", st.Rails)
 			}
+			// What rail 2 had in flight went again on the others.
+			if st := a.Stats(); st.Rails[0].Resent+st.Rails[1].Resent == 0 || st.Rails[2].Resent != 0 {
+				t.Errorf("resent segments per rail %d, %d, %d; want some on rails 0-1 and none on 2", st.Rails[0].Resent, st.Rails[1].Resent, st.Rails[2].Resent)
+			}
 			links[2].SetDown(false)
 			checkRejoined(t, a, b, 2, true)
 		})
