@@ -82,10 +82,13 @@ var (
 // connCollector is a prometheus.Collector over metricsConns.
 type connCollector struct{ conns *metricsConns }
 
+// connDescs are every metric connCollector reports.
+var connDescs = []*prometheus.Desc{mRailSentBytes, mRailRecvBytes, mRailSentSegs, mRailRecvSegs, mRailResent, mRailUp,
+	mRailRejoins, mRailErrors, mRailQueue, mRailQueueBytes, mRailQueueDelay, mRailInFlight, mRailDrain, mRailAckDelay,
+	mSchedShare, mSchedDecisions, mMessagesSent, mMessagesRecv, mStageDiscard, mStagePacketsSent, mStagePacketsDrop}
+
 func (connCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{mRailSentBytes, mRailRecvBytes, mRailSentSegs, mRailRecvSegs, mRailResent, mRailUp,
-		mRailRejoins, mRailErrors, mRailQueue, mRailQueueBytes, mRailQueueDelay, mRailInFlight, mRailDrain, mRailAckDelay,
-		mSchedShare, mSchedDecisions, mMessagesSent, mMessagesRecv, mStageDiscard, mStagePacketsSent, mStagePacketsDrop} {
+	for _, d := range connDescs {
 		ch <- d
 	}
 }
@@ -141,8 +144,7 @@ type metricsServer struct {
 // startMetrics listens on addr and serves the connections' metrics, with
 // the Go runtime's and the process's beside them.
 func startMetrics(addr string, conns *metricsConns, log *slog.Logger) (*metricsServer, error) {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(connCollector{conns}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := newMetricsRegistry(conns)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics %q: %w", addr, err)
@@ -158,6 +160,14 @@ func startMetrics(addr string, conns *metricsConns, log *slog.Logger) (*metricsS
 		}
 	}()
 	return ms, nil
+}
+
+// newMetricsRegistry registers the connections' collector and the Go
+// runtime's and the process's.
+func newMetricsRegistry(conns *metricsConns) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(connCollector{conns}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
 }
 
 // Close stops the server and waits for it.

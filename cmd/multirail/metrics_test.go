@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -228,5 +231,68 @@ func TestMetricsFlag(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr.String(), "--metrics") || strings.Count(stderr.String(), "\n") != 1 {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line naming --metrics", args, code, stderr.String())
 		}
+	}
+}
+
+// TestGrafanaDashboard: docs/grafana-dashboard.json parses, and every
+// metric its queries name is one that /metrics serves.
+func TestGrafanaDashboard(t *testing.T) {
+	b, err := os.ReadFile("../../docs/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash map[string]any
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("docs/grafana-dashboard.json: %v", err)
+	}
+	exists := map[string]bool{}
+	fq := regexp.MustCompile(`fqName: "([^"]+)"`)
+	for _, d := range connDescs {
+		m := fq.FindStringSubmatch(d.String())
+		if m == nil {
+			t.Fatalf("no name in %s", d)
+		}
+		exists[m[1]] = true
+	}
+	mfs, err := newMetricsRegistry(&metricsConns{}).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		exists[mf.GetName()] = true
+	}
+	var exprs []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if s, ok := x.(string); ok && (k == "expr" || k == "query" || k == "definition") {
+					exprs = append(exprs, s)
+				}
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(dash)
+	if len(exprs) < 10 {
+		t.Fatalf("%d queries in the dashboard", len(exprs))
+	}
+	name := regexp.MustCompile(`\b(?:multirail|go|process)_[a-z_]+`)
+	named := 0
+	for _, e := range exprs {
+		for _, n := range name.FindAllString(e, -1) {
+			named++
+			if !exists[n] {
+				t.Errorf("the dashboard queries %s (in %q), which /metrics does not serve", n, e)
+			}
+		}
+	}
+	if panels, _ := dash["panels"].([]any); len(panels) == 0 || named == 0 {
+		t.Fatalf("%d panels, %d metric names", len(panels), named)
 	}
 }
