@@ -34,6 +34,10 @@ func (s *segment) wireSize() int { return len(s.payload) + wire.DataHeaderSize }
 // written (ns since the connection started).
 type entry = sender.Entry[*segment]
 
+// inlineFlight is the most a rail may have in flight for an eager message
+// to be written from Send itself.
+const inlineFlight = 64 << 10
+
 // eagerPool holds copies of eager messages until they are acknowledged.
 var eagerPool = sync.Pool{New: func() any { b := make([]byte, 0, DefaultEagerLimit); return &b }}
 
@@ -259,8 +263,14 @@ func (c *Conn) send(ctx context.Context, tag uint32, msg []byte, try bool) (sent
 		}
 	}
 	c.sentMsgs++
-	// On the dispatch timer the segments wait for the next tick.
-	idle := last != nil && continuous && single && last.core.Len() == 1
+	// On the dispatch timer the segments wait for the next tick. An eager
+	// message goes out inline only while the rail has little in flight:
+	// the write could block on a full socket buffer otherwise, and a
+	// caller sending eager messages one after the other would then wait
+	// for each write, its rail's queue would never grow, and the
+	// scheduler would never see a reason to use another rail.
+	idle := last != nil && continuous && single && last.core.Len() == 1 &&
+		(!eager || last.core.InFlightBytes() < inlineFlight)
 	c.mu.Unlock()
 	if !eager {
 		<-c.enqueuing

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/multirail/multirail"
+	"github.com/multirail/multirail/tunnel"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -23,8 +24,35 @@ import (
 
 // metricsConns is the set of connections /metrics reports on.
 type metricsConns struct {
-	mu    sync.Mutex
-	conns map[*multirail.Conn]string // the peer label of each
+	mu      sync.Mutex
+	conns   map[*multirail.Conn]string // the peer label of each
+	tunnels map[*tunnel.Session]string
+}
+
+// addTunnel starts reporting tunnel session s under peer; the returned func
+// stops it.
+func (m *metricsConns) addTunnel(s *tunnel.Session, peer string) (remove func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.tunnels == nil {
+		m.tunnels = make(map[*tunnel.Session]string)
+	}
+	m.tunnels[s] = peer
+	return func() {
+		m.mu.Lock()
+		delete(m.tunnels, s)
+		m.mu.Unlock()
+	}
+}
+
+func (m *metricsConns) tunnelSnapshot() map[*tunnel.Session]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[*tunnel.Session]string, len(m.tunnels))
+	for s, p := range m.tunnels {
+		out[s] = p
+	}
+	return out
 }
 
 // add starts reporting c under peer; the returned func stops it.
@@ -77,6 +105,11 @@ var (
 	mStageDiscard     = prometheus.NewDesc("multirail_stage_discard_ratio", "Discard rate the next loss-tolerant stage will be sent with.", peerLabels, nil)
 	mStagePacketsSent = prometheus.NewDesc("multirail_stage_packets_sent_total", "Loss-tolerant stage packets handed to the transport.", peerLabels, nil)
 	mStagePacketsDrop = prometheus.NewDesc("multirail_stage_packets_dropped_total", "Loss-tolerant stage packets discarded.", peerLabels, nil)
+	mTunnelOpen       = prometheus.NewDesc("multirail_tunnel_streams_open", "Tunnel streams open now.", peerLabels, nil)
+	mTunnelOpened     = prometheus.NewDesc("multirail_tunnel_streams_opened_total", "Tunnel streams opened.", peerLabels, nil)
+	mTunnelReset      = prometheus.NewDesc("multirail_tunnel_streams_reset_total", "Tunnel streams ended by a reset (either end's) rather than by an orderly close.", peerLabels, nil)
+	mTunnelSent       = prometheus.NewDesc("multirail_tunnel_sent_bytes_total", "Stream bytes read from local connections and sent to the peer.", peerLabels, nil)
+	mTunnelRecv       = prometheus.NewDesc("multirail_tunnel_received_bytes_total", "Stream bytes received from the peer.", peerLabels, nil)
 )
 
 // connCollector is a prometheus.Collector over metricsConns.
@@ -85,7 +118,8 @@ type connCollector struct{ conns *metricsConns }
 // connDescs are every metric connCollector reports.
 var connDescs = []*prometheus.Desc{mRailSentBytes, mRailRecvBytes, mRailSentSegs, mRailRecvSegs, mRailResent, mRailUp,
 	mRailRejoins, mRailErrors, mRailQueue, mRailQueueBytes, mRailQueueDelay, mRailInFlight, mRailDrain, mRailAckDelay,
-	mSchedShare, mSchedDecisions, mMessagesSent, mMessagesRecv, mStageDiscard, mStagePacketsSent, mStagePacketsDrop}
+	mSchedShare, mSchedDecisions, mMessagesSent, mMessagesRecv, mStageDiscard, mStagePacketsSent, mStagePacketsDrop,
+	mTunnelOpen, mTunnelOpened, mTunnelReset, mTunnelSent, mTunnelRecv}
 
 func (connCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range connDescs {
@@ -131,6 +165,14 @@ func (cc connCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(mStagePacketsSent, s.PacketsSent, peer)
 			counter(mStagePacketsDrop, s.PacketsDropped, peer)
 		}
+	}
+	for s, peer := range cc.conns.tunnelSnapshot() {
+		st := s.Stats()
+		ch <- prometheus.MustNewConstMetric(mTunnelOpen, prometheus.GaugeValue, float64(st.StreamsOpen), peer)
+		ch <- prometheus.MustNewConstMetric(mTunnelOpened, prometheus.CounterValue, float64(st.StreamsOpened), peer)
+		ch <- prometheus.MustNewConstMetric(mTunnelReset, prometheus.CounterValue, float64(st.StreamsReset), peer)
+		ch <- prometheus.MustNewConstMetric(mTunnelSent, prometheus.CounterValue, float64(st.BytesSent), peer)
+		ch <- prometheus.MustNewConstMetric(mTunnelRecv, prometheus.CounterValue, float64(st.BytesReceived), peer)
 	}
 }
 

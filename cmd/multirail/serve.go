@@ -138,19 +138,9 @@ receiver acknowledged the data. Set MULTIRAIL_TOKEN on both hosts.`,
 			if err != nil {
 				return usageError{fmt.Errorf("--rails: %w", err)}
 			}
-			if port < 1 || port > 65535 {
-				return usagef("--port %d is out of range: allowed 1..65535", port)
-			}
-			var mrails []multirail.Rail
-			for _, s := range specs {
-				if s.Kind != "tcp" {
-					return usagef("--rails %q: send takes tcp:LOCALIP>REMOTEIP[:PORT] rails (bench runs emu: and loop)", s.String())
-				}
-				addr := s.Remote
-				if _, _, err := net.SplitHostPort(addr); err != nil {
-					addr = net.JoinHostPort(strings.Trim(addr, "[]"), strconv.Itoa(port))
-				}
-				mrails = append(mrails, multirail.Rail{Name: s.String(), Addr: addr, Local: s.Local})
+			mrails, err := tcpRails(specs, port, "send takes tcp:LOCALIP>REMOTEIP[:PORT] rails (bench runs emu: and loop)")
+			if err != nil {
+				return err
 			}
 			if _, err := sched.New(schedName, sched.Config{Rails: 1, Bandwidths: []float64{1}}); err != nil {
 				return usagef("--sched %q: unknown scheduler (allowed: %s)", schedName, strings.Join(sched.Names(), ", "))
@@ -213,3 +203,23 @@ receiver acknowledged the data. Set MULTIRAIL_TOKEN on both hosts.`,
 // maxMessage is the largest message bench, serve and send move (and so
 // what serve accepts): more than the library's default, for measurements.
 const maxMessage = bench.MaxMessage
+
+// tcpRails turns tcp: rail specs into rails, PORT defaulting to port;
+// other kinds fail with hint.
+func tcpRails(specs []emu.Spec, port int, hint string) ([]multirail.Rail, error) {
+	if port < 1 || port > 65535 {
+		return nil, usagef("--port %d is out of range: allowed 1..65535", port)
+	}
+	var mrails []multirail.Rail
+	for _, s := range specs {
+		if s.Kind != "tcp" {
+			return nil, usagef("--rails %q: %s", s.String(), hint)
+		}
+		addr := s.Remote
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			addr = net.JoinHostPort(strings.Trim(addr, "[]"), strconv.Itoa(port))
+		}
+		mrails = append(mrails, multirail.Rail{Name: s.String(), Addr: addr, Local: s.Local})
+	}
+	return mrails, nil
+}

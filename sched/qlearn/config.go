@@ -99,6 +99,16 @@ type Config struct {
 	// down still raises its value by a factor 1 + Beta x (OutlierFactor -
 	// 1) per sample. In [1, 1e9]. Default 4.
 	OutlierFactor float64
+	// IdleProbe is, in seconds, how stale a rail's value must be before
+	// the improved preset sends it a probe while the chosen rail's queue is
+	// empty. Exploration (Epsilon) only happens while the chosen rail has
+	// a queue: a segment that would leave an idle rail at once can only
+	// arrive later elsewhere, and small messages sent alone (request and
+	// response) would pay that in their tail latency. A rail not sampled
+	// for IdleProbe seconds gets one segment instead, at most one per
+	// IdleProbe, so that a rail that got faster is found even when the
+	// traffic never queues. In [0, 1e6]; 0 never probes. Default 5.
+	IdleProbe *float64
 	// History is the capacity of each rail's record of queued decisions
 	// (improved preset), rounded up to a power of two; twice as many
 	// records of segments in flight are kept. It should be at least the
@@ -124,13 +134,14 @@ type params struct {
 	waitFactor            float64
 	outlier               float64
 	eps, epsMin, epsDecay float64
+	idleProbe             int64 // ns
 	history               int
 }
 
 // Defaults returns the preset's defaults as a Config with every field set.
 func Defaults(p Preset) Config {
 	c := Config{K: 16, QueueFactor: 1, Penalty: F(4), Epsilon: F(0.02), EpsilonMin: F(0.002),
-		EpsilonDecay: 1000, History: 64, WaitFactor: F(2), OutlierFactor: 4}
+		EpsilonDecay: 1000, History: 64, WaitFactor: F(2), OutlierFactor: 4, IdleProbe: F(5)}
 	if p == Patent {
 		c.Beta, c.Gamma = F(0.1), F(0.8)
 	} else {
@@ -157,6 +168,11 @@ func (c Config) validate(p Preset) (params, error) {
 		eps: deref(c.Epsilon, d.Epsilon), epsMin: deref(c.EpsilonMin, d.EpsilonMin),
 		epsDecay: c.EpsilonDecay, history: c.History, outlier: c.OutlierFactor,
 	}
+	probe := deref(c.IdleProbe, d.IdleProbe)
+	if !in(probe, 0, 1e6) {
+		return out, fmt.Errorf("%w: %s: IdleProbe = %v, need 0..1e6 seconds", ErrConfig, p, probe)
+	}
+	out.idleProbe = int64(probe * 1e9)
 	if out.outlier == 0 {
 		out.outlier = d.OutlierFactor
 	}
@@ -206,7 +222,7 @@ func (c Config) validate(p Preset) (params, error) {
 func in(x, lo, hi float64) bool { return x >= lo && x <= hi } // false for NaN
 
 // optionNames lists the keys ParseOptions accepts.
-const optionNames = "k, beta, gamma, queue-factor, penalty, random-ties, epsilon, epsilon-min, epsilon-decay, wait-factor, outlier-factor, history"
+const optionNames = "k, beta, gamma, queue-factor, penalty, random-ties, epsilon, epsilon-min, epsilon-decay, wait-factor, outlier-factor, idle-probe, history"
 
 // ParseOptions parses "key=value,key=value" (keys: k, beta, gamma,
 // queue-factor, penalty, random-ties, epsilon, epsilon-min, epsilon-decay,
@@ -278,6 +294,8 @@ func parseOptions(s string) (Config, error) {
 			c.WaitFactor = F(x)
 		case "outlier-factor":
 			c.OutlierFactor = x
+		case "idle-probe":
+			c.IdleProbe = F(x)
 		default:
 			return c, fmt.Errorf("scheduler option %q: unknown key (keys: %s)", k, optionNames)
 		}

@@ -51,7 +51,10 @@ type railRec struct {
 	perLvl float64 // learned delay per level step, for unseen entries
 	has    bool    // whether perLvl has a sample
 	level  int32   // level at the last decision
-	queued fifo
+	// learned and probed are the times of the rail's last sample and of
+	// the last probe sent to it while the chosen rail was idle (ns).
+	learned, probed int64
+	queued          fifo
 	flying fifo
 }
 
@@ -230,6 +233,23 @@ func (s *improved) Pick(now int64, size int, rails []sched.RailState) int {
 	s.decisions++
 	eps := s.prm.eps * s.prm.epsDecay / (s.prm.epsDecay + float64(s.decisions))
 	eps = max(eps, s.prm.epsMin)
+	if rails[best].Queued == 0 && !rails[best].Full() {
+		// The segment leaves the chosen rail at once: no exploration (it
+		// could only arrive later elsewhere), only a probe of a rail whose
+		// value has not been refreshed for IdleProbe.
+		eps = 0
+		if p := s.prm.idleProbe; p > 0 && usable > 1 {
+			for i := 0; i < m; i++ {
+				rec := &s.rails[i]
+				if i != best && rails[i].Usable() && now-rec.learned >= p && now-rec.probed >= p {
+					rec.probed = now
+					best = i
+					s.explorations++
+					break
+				}
+			}
+		}
+	}
 	if usable > 1 && eps > 0 && s.rnd.Float64() < eps {
 		n := s.rnd.IntN(usable)
 		for i := 0; i < m; i++ {
@@ -303,6 +323,7 @@ func (s *improved) Delivered(now int64, rail int, size int, delay int64, rails [
 // gamma > 0, the discounted best value of the state the rails are in now).
 func (s *improved) learn(rail int, x uint64, now int64, extra float64, rails []sched.RailState) {
 	l := int(x & 0xff)
+	s.rails[rail].learned = now
 	target := float64(max(now-int64(x>>8), 0)) + extra
 	if g := s.prm.gamma; g > 0 {
 		bestNext := math.Inf(1)

@@ -369,8 +369,10 @@ func TestExplorationDecays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rails := []sched.RailState{{Up: true, QueueCap: 8}, {Up: true, QueueCap: 8}}
-	// Rail 1 is known to be slow, so the greedy choice is rail 0.
+	// Both rails have a queue (exploration is off while the chosen rail
+	// is idle: TestIdleProbe). Rail 1 is known to be slow, so the greedy
+	// choice is rail 0.
+	rails := []sched.RailState{{Up: true, QueueCap: 8, Queued: 1}, {Up: true, QueueCap: 8, Queued: 1}}
 	var now int64
 	counts := func(n int) (ones int) {
 		for range n {
@@ -396,6 +398,36 @@ func TestExplorationDecays(t *testing.T) {
 	s.(sched.Explainer).Explain(&x)
 	if x.Decisions != 19900 || x.Explorations == 0 {
 		t.Errorf("Explain: Decisions %d Explorations %d", x.Decisions, x.Explorations)
+	}
+}
+
+// TestIdleProbe: while the chosen rail's queue is empty there is no
+// random exploration, even at Epsilon 1; a rail whose value is older than
+// IdleProbe gets one probe per IdleProbe instead (none with IdleProbe 0).
+func TestIdleProbe(t *testing.T) {
+	for _, tc := range []struct {
+		probe float64
+		want  int
+	}{{0, 0}, {5, 3}, {1, 19}} {
+		s, err := New(Improved, sched.Config{Rails: 2, Rand: rand.New(rand.NewPCG(1, 2))},
+			Config{Epsilon: F(1), EpsilonMin: F(1), IdleProbe: F(tc.probe)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rails := []sched.RailState{{Up: true, QueueCap: 8}, {Up: true, QueueCap: 8}}
+		var now int64
+		ones := 0
+		for i := range 20000 { // 20 s, a decision per ms
+			now += 1e6
+			a := s.Pick(now, 100, rails)
+			s.Departed(now+int64(1+a*1000), a, 100, int64(1+a*1000), rails)
+			if a == 1 && i > 1 { // the first picks try each unseen rail
+				ones++
+			}
+		}
+		if ones != tc.want {
+			t.Errorf("IdleProbe %v: the slow rail got %d segments in 20 s, want %d", tc.probe, ones, tc.want)
+		}
 	}
 }
 
