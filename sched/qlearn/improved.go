@@ -55,7 +55,7 @@ type railRec struct {
 	// the last probe sent to it while the chosen rail was idle (ns).
 	learned, probed int64
 	queued          fifo
-	flying fifo
+	flying          fifo
 }
 
 // argmin finds the rail of least value, ties to the lowest index or, with
