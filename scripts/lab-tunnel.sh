@@ -4,6 +4,7 @@
 # interleaved; then iperf3 through the tunnel while a rail's link goes down
 # mid-run. Needs root, Debian's iperf3 and mptcpd (scripts/lab-deps.sh).
 #   usage: sh scripts/lab-tunnel.sh [MULTIRAIL_BINARY] [SECONDS] [RUNS]
+# TUNNEL_FLAGS adds flags to both tunnel ends (e.g. "--window 16MiB").
 # Prints one line per run and a summary; exits non-zero if any iperf3 failed.
 set -eu
 BIN=${1:-./multirail}
@@ -31,14 +32,14 @@ ip netns exec "$B" iperf3 -s -p 5201 -B 127.0.0.1 >/dev/null 2>&1 &
 echo $! >"$OUT/ip1.pid"
 ip netns exec "$B" mptcpize run iperf3 -s -p 5202 >/dev/null 2>&1 &
 echo $! >"$OUT/ip2.pid"
-ip netns exec "$B" "$BIN" tunnel serve --listen :7100 --to 127.0.0.1:5201 2>"$OUT/serve.log" &
+ip netns exec "$B" "$BIN" tunnel serve --listen :7100 --to 127.0.0.1:5201 ${TUNNEL_FLAGS:-} 2>"$OUT/serve.log" &
 echo $! >"$OUT/serve.pid"
 # The client end in A waits for the serving end: connect dials at start.
 for i in $(seq 50); do
 	ip netns exec "$B" ss -ltn | grep -q ':7100 ' && ip netns exec "$B" ss -ltn | grep -q ':5201 ' && break
 	sleep 0.1
 done
-ip netns exec "$A" "$BIN" tunnel connect --port 7100 --local 127.0.0.1:5201 \
+ip netns exec "$A" "$BIN" tunnel connect --port 7100 --local 127.0.0.1:5201 ${TUNNEL_FLAGS:-} \
 	--rails 'tcp:10.10.1.1>10.10.1.2,tcp:10.10.2.1>10.10.2.2,tcp:10.10.3.1>10.10.3.2' 2>"$OUT/connect.log" &
 echo $! >"$OUT/connect.pid"
 for i in $(seq 100); do
@@ -83,7 +84,12 @@ for i, name in enumerate(["tunnel -P 1", "mptcp -P 1", "tunnel -P 8", "mptcp -P 
 PY
 # A rail's link goes down a third into the run and comes back at two thirds.
 (sleep $((T / 3)) && ip netns exec "$A" ip link set rail1 down && sleep $((T / 3)) && ip netns exec "$A" ip link set rail1 up) &
+flap=$!
 down=$(run down iperf3 -c 127.0.0.1 -p 5201)
-wait
+wait $flap
 echo "tunnel -P 1 with rail1 down from $((T / 3)) s to $((2 * T / 3)) s: $down Mbit/s"
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("  per second:", " ".join("%.0f" % (i["sum"]["bits_per_second"] / 1e6) for i in d["intervals"]))' "$OUT/down.json" 2>/dev/null || true
 exit $fail

@@ -51,7 +51,7 @@ type tunnelFlags struct {
 
 func (f *tunnelFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.window, "window", "4MiB", "per-stream receive window ("+sizeForm+"; 256KiB..1GiB)")
+	fl.StringVar(&f.window, "window", "16MiB", "per-stream receive window ("+sizeForm+"; 256KiB..1GiB)")
 	fl.StringVar(&f.chunk, "chunk", "64KiB", "largest read from a local connection, sent as one frame ("+sizeForm+"; 1KiB..16MiB)")
 	fl.IntVar(&f.maxStreams, "max-streams", tunnel.DefaultMaxStreams, "streams open at once, at most (1..1048576)")
 	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (rails and tunnel streams)")
