@@ -72,10 +72,10 @@ type Failure struct {
 
 // Result is what a copy did, as the serving end saw it.
 type Result struct {
-	Files    int   `json:"files"`    // files copied and verified
-	Bytes    int64 `json:"bytes"`    // file bytes received in this run
-	Resumed  int64 `json:"resumed"`  // bytes of earlier runs kept (verified by SHA-256)
-	Synced   bool  `json:"synced"`   // the file system was synced after the last file
+	Files    int       `json:"files"`   // files copied and verified
+	Bytes    int64     `json:"bytes"`   // file bytes received in this run
+	Resumed  int64     `json:"resumed"` // bytes of earlier runs kept (verified by SHA-256)
+	Synced   bool      `json:"synced"`  // the file system was synced after the last file
 	Failures []Failure `json:"failures,omitempty"`
 }
 
