@@ -15,6 +15,10 @@ import (
 	"github.com/multirail/multirail"
 )
 
+// writeBehind is how much of a file is written before its writeback is
+// started.
+const writeBehind = 8 << 20
+
 // server is the receiving end of one copy.
 type server struct {
 	root   *os.Root
@@ -29,6 +33,7 @@ type server struct {
 	f       *os.File
 	h       hash.Hash
 	written int64
+	flushed int64 // written back up to here (startWriteback)
 	bad     error // the current file failed; its data is skipped
 }
 
@@ -123,7 +128,7 @@ func (s *server) handle(msg multirail.Message) (fin bool, err error) {
 		if off != 0 && off != s.st.Have[i] {
 			return false, fmt.Errorf("%w: file %d resumed at %d, this end has %d", ErrProtocol, i, off, s.st.Have[i])
 		}
-		s.cur, s.written, s.bad = i, off, nil
+		s.cur, s.written, s.flushed, s.bad = i, off, off, nil
 		s.h = s.hashes[i]
 		if off == 0 || s.h == nil {
 			s.h = sha256.New()
@@ -156,6 +161,12 @@ func (s *server) handle(msg multirail.Message) (fin bool, err error) {
 		s.h.Write(data)
 		if _, err := s.f.Write(data); err != nil {
 			s.bad = err
+		}
+		if s.written-s.flushed >= writeBehind {
+			// Start writing back what arrived, without waiting: the one
+			// sync at the end then finds little left to write.
+			startWriteback(s.f, s.flushed, s.written-s.flushed)
+			s.flushed = s.written
 		}
 	case kEnd:
 		if s.cur < 0 || len(d) != 5+sha256.Size || int(binary.BigEndian.Uint32(d[1:])) != s.cur {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -183,7 +184,11 @@ type Options struct {
 	Train, Test *Dataset
 	// Progress, if set, is called after every step of rank 0.
 	Progress func(Progress)
-	Logger   *slog.Logger
+	// Observe, if set, is handed every connection of the in-process ring
+	// (rank i's to rank i+1, named "i") when a mode starts; the returned
+	// func is called when the mode's ring closes. For metrics.
+	Observe func(c *multirail.Conn, name string) (done func())
+	Logger  *slog.Logger
 
 	// memRate, when set, replaces the network by comm.MemRing transports
 	// discarding this fixed rate (tests).
@@ -519,6 +524,11 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 	if o.memRate == nil {
 		if top, err = connect(ctx, o); err != nil {
 			return Result{}, err
+		}
+		if o.Observe != nil {
+			for i, c := range top.out {
+				defer o.Observe(c, strconv.Itoa(i))()
+			}
 		}
 	}
 	defer top.close()

@@ -96,7 +96,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		}
 		return nil
 	}
-	root.AddCommand(newBench(g), newServe(g), newSend(g), newDemo(g), newSim(g), newLab(g), newTrain(g), newRun(g), newOSU(g), newEnv(g), newToken(g), newTunnel(g))
+	root.AddCommand(newBench(g), newServe(g), newSend(g), newDemo(g), newSim(g), newLab(g), newTrain(g), newRun(g), newOSU(g), newEnv(g), newToken(g), newTunnel(g), newCp(g))
 	// Unknown subcommands and stray arguments are usage errors too.
 	root.Args = func(_ *cobra.Command, args []string) error {
 		if len(args) > 0 {

@@ -7,10 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/multirail/multirail"
+	"github.com/multirail/multirail/comm"
 	"github.com/multirail/multirail/tunnel"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -27,6 +30,7 @@ type metricsConns struct {
 	mu      sync.Mutex
 	conns   map[*multirail.Conn]string // the peer label of each
 	tunnels map[*tunnel.Session]string
+	comms   map[*comm.Comm]bool
 }
 
 // addTunnel starts reporting tunnel session s under peer; the returned func
@@ -43,6 +47,32 @@ func (m *metricsConns) addTunnel(s *tunnel.Session, peer string) (remove func())
 		delete(m.tunnels, s)
 		m.mu.Unlock()
 	}
+}
+
+// addComm starts reporting communicator c: its peer connections (peer
+// label: the peer's rank) and its collectives.
+func (m *metricsConns) addComm(c *comm.Comm) (remove func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.comms == nil {
+		m.comms = make(map[*comm.Comm]bool)
+	}
+	m.comms[c] = true
+	return func() {
+		m.mu.Lock()
+		delete(m.comms, c)
+		m.mu.Unlock()
+	}
+}
+
+func (m *metricsConns) commSnapshot() map[*comm.Comm]bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[*comm.Comm]bool, len(m.comms))
+	for c := range m.comms {
+		out[c] = true
+	}
+	return out
 }
 
 func (m *metricsConns) tunnelSnapshot() map[*tunnel.Session]string {
@@ -105,6 +135,11 @@ var (
 	mStageDiscard     = prometheus.NewDesc("multirail_stage_discard_ratio", "Discard rate the next loss-tolerant stage will be sent with.", peerLabels, nil)
 	mStagePacketsSent = prometheus.NewDesc("multirail_stage_packets_sent_total", "Loss-tolerant stage packets handed to the transport.", peerLabels, nil)
 	mStagePacketsDrop = prometheus.NewDesc("multirail_stage_packets_dropped_total", "Loss-tolerant stage packets discarded.", peerLabels, nil)
+	collLabels        = []string{"op", "algo"}
+	mCollCalls        = prometheus.NewDesc("multirail_collective_calls_total", "Collective calls, by operation and algorithm.", collLabels, nil)
+	mCollFailed       = prometheus.NewDesc("multirail_collective_failed_total", "Collective calls that failed.", collLabels, nil)
+	mCollSeconds      = prometheus.NewDesc("multirail_collective_seconds_total", "Time spent in collective calls (divide by the calls for the mean duration).", collLabels, nil)
+	mCollBytes        = prometheus.NewDesc("multirail_collective_bytes_total", "Element bytes this rank passed to collective calls.", collLabels, nil)
 	mTunnelOpen       = prometheus.NewDesc("multirail_tunnel_streams_open", "Tunnel streams open now.", peerLabels, nil)
 	mTunnelOpened     = prometheus.NewDesc("multirail_tunnel_streams_opened_total", "Tunnel streams opened.", peerLabels, nil)
 	mTunnelReset      = prometheus.NewDesc("multirail_tunnel_streams_reset_total", "Tunnel streams ended by a reset (either end's) rather than by an orderly close.", peerLabels, nil)
@@ -119,7 +154,8 @@ type connCollector struct{ conns *metricsConns }
 var connDescs = []*prometheus.Desc{mRailSentBytes, mRailRecvBytes, mRailSentSegs, mRailRecvSegs, mRailResent, mRailUp,
 	mRailRejoins, mRailErrors, mRailQueue, mRailQueueBytes, mRailQueueDelay, mRailInFlight, mRailDrain, mRailAckDelay,
 	mSchedShare, mSchedDecisions, mMessagesSent, mMessagesRecv, mStageDiscard, mStagePacketsSent, mStagePacketsDrop,
-	mTunnelOpen, mTunnelOpened, mTunnelReset, mTunnelSent, mTunnelRecv}
+	mTunnelOpen, mTunnelOpened, mTunnelReset, mTunnelSent, mTunnelRecv,
+	mCollCalls, mCollFailed, mCollSeconds, mCollBytes}
 
 func (connCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range connDescs {
@@ -129,41 +165,20 @@ func (connCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (cc connCollector) Collect(ch chan<- prometheus.Metric) {
 	for c, peer := range cc.conns.snapshot() {
+		collectConn(ch, c.Stats(), peer)
+	}
+	for c := range cc.conns.commSnapshot() {
 		st := c.Stats()
-		counter := func(d *prometheus.Desc, v uint64, l ...string) {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
-		}
-		gauge := func(d *prometheus.Desc, v float64, l ...string) {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
-		}
-		for _, r := range st.Rails {
-			up := 0.0
-			if r.Up {
-				up = 1
+		for _, p := range st.Peers {
+			if p.Conn != nil {
+				collectConn(ch, *p.Conn, strconv.Itoa(p.Rank))
 			}
-			counter(mRailSentBytes, r.BytesSent, peer, r.Name)
-			counter(mRailRecvBytes, r.BytesReceived, peer, r.Name)
-			counter(mRailSentSegs, r.SegmentsSent, peer, r.Name)
-			counter(mRailRecvSegs, r.SegmentsReceived, peer, r.Name)
-			counter(mRailResent, r.Resent, peer, r.Name)
-			gauge(mRailUp, up, peer, r.Name)
-			counter(mRailRejoins, r.Rejoins, peer, r.Name)
-			counter(mRailErrors, r.Errors, peer, r.Name)
-			gauge(mRailQueue, float64(r.Queued), peer, r.Name)
-			gauge(mRailQueueBytes, float64(r.QueuedBytes), peer, r.Name)
-			gauge(mRailQueueDelay, r.LastWait.Seconds(), peer, r.Name)
-			gauge(mRailInFlight, float64(r.InFlight), peer, r.Name)
-			gauge(mRailDrain, r.RateBps/8, peer, r.Name)
-			gauge(mRailAckDelay, r.AckDelay.Seconds(), peer, r.Name)
-			gauge(mSchedShare, r.RecentShare, peer, r.Name)
 		}
-		counter(mSchedDecisions, st.Scheduler.Decisions, peer)
-		counter(mMessagesSent, st.MessagesSent, peer)
-		counter(mMessagesRecv, st.MessagesReceived, peer)
-		if s := st.Stages; s != nil {
-			gauge(mStageDiscard, s.Rate, peer)
-			counter(mStagePacketsSent, s.PacketsSent, peer)
-			counter(mStagePacketsDrop, s.PacketsDropped, peer)
+		for _, cs := range st.Collectives {
+			ch <- prometheus.MustNewConstMetric(mCollCalls, prometheus.CounterValue, float64(cs.Calls), cs.Collective, cs.Algo)
+			ch <- prometheus.MustNewConstMetric(mCollFailed, prometheus.CounterValue, float64(cs.Failed), cs.Collective, cs.Algo)
+			ch <- prometheus.MustNewConstMetric(mCollSeconds, prometheus.CounterValue, cs.Time.Seconds(), cs.Collective, cs.Algo)
+			ch <- prometheus.MustNewConstMetric(mCollBytes, prometheus.CounterValue, float64(cs.Bytes), cs.Collective, cs.Algo)
 		}
 	}
 	for s, peer := range cc.conns.tunnelSnapshot() {
@@ -236,4 +251,86 @@ func parseMetricsAddr(addr string) error {
 		return usagef("--metrics %q: want HOST:PORT or :PORT", addr)
 	}
 	return nil
+}
+
+// collectConn reports one connection's telemetry under peer.
+func collectConn(ch chan<- prometheus.Metric, st multirail.Stats, peer string) {
+	counter := func(d *prometheus.Desc, v uint64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
+	}
+	for _, r := range st.Rails {
+		up := 0.0
+		if r.Up {
+			up = 1
+		}
+		counter(mRailSentBytes, r.BytesSent, peer, r.Name)
+		counter(mRailRecvBytes, r.BytesReceived, peer, r.Name)
+		counter(mRailSentSegs, r.SegmentsSent, peer, r.Name)
+		counter(mRailRecvSegs, r.SegmentsReceived, peer, r.Name)
+		counter(mRailResent, r.Resent, peer, r.Name)
+		gauge(mRailUp, up, peer, r.Name)
+		counter(mRailRejoins, r.Rejoins, peer, r.Name)
+		counter(mRailErrors, r.Errors, peer, r.Name)
+		gauge(mRailQueue, float64(r.Queued), peer, r.Name)
+		gauge(mRailQueueBytes, float64(r.QueuedBytes), peer, r.Name)
+		gauge(mRailQueueDelay, r.LastWait.Seconds(), peer, r.Name)
+		gauge(mRailInFlight, float64(r.InFlight), peer, r.Name)
+		gauge(mRailDrain, r.RateBps/8, peer, r.Name)
+		gauge(mRailAckDelay, r.AckDelay.Seconds(), peer, r.Name)
+		gauge(mSchedShare, r.RecentShare, peer, r.Name)
+	}
+	counter(mSchedDecisions, st.Scheduler.Decisions, peer)
+	counter(mMessagesSent, st.MessagesSent, peer)
+	counter(mMessagesRecv, st.MessagesReceived, peer)
+	if s := st.Stages; s != nil {
+		gauge(mStageDiscard, s.Rate, peer)
+		counter(mStagePacketsSent, s.PacketsSent, peer)
+		counter(mStagePacketsDrop, s.PacketsDropped, peer)
+	}
+}
+
+// MetricsAddrEnv names the address at which every rank of a communicator
+// program (osu, train --per-process) serves its metrics: HOST:PORT, the
+// port offset by the rank's local rank, so that ranks sharing a host do
+// not collide.
+const MetricsAddrEnv = "MULTIRAIL_METRICS_ADDR"
+
+// rankMetricsAddr offsets addr's port by localRank.
+func rankMetricsAddr(addr string, localRank int) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	p, perr := strconv.Atoi(port)
+	if err != nil || perr != nil || p < 0 || p+localRank > 65535 || (p == 0 && localRank > 0) {
+		return "", usagef("%s=%q: want HOST:PORT or :PORT with PORT+local rank (%d) at most 65535", MetricsAddrEnv, addr, localRank)
+	}
+	if p == 0 {
+		return addr, nil
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p+localRank)), nil
+}
+
+// serveCommMetrics serves c's metrics when addr (--metrics, else
+// MULTIRAIL_METRICS_ADDR) is set, at its port plus c's local rank. stop is
+// never nil.
+func serveCommMetrics(g *globals, c *comm.Comm, addr string) (stop func(), err error) {
+	if addr == "" {
+		addr = os.Getenv(MetricsAddrEnv)
+	}
+	if addr == "" {
+		return func() {}, nil
+	}
+	a, err := rankMetricsAddr(addr, c.LocalRank())
+	if err != nil {
+		return nil, err
+	}
+	var conns metricsConns
+	conns.addComm(c)
+	ms, err := startMetrics(a, &conns, g.logger())
+	if err != nil {
+		return nil, err
+	}
+	g.logger().Info("metrics", "rank", c.Rank(), "url", "http://"+ms.addr+"/metrics")
+	return func() { _ = ms.Close() }, nil
 }

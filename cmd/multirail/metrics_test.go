@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/multirail/multirail"
+	"github.com/multirail/multirail/comm"
 	"github.com/multirail/multirail/emu"
 )
 
@@ -294,5 +295,88 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 	if panels, _ := dash["panels"].([]any); len(panels) == 0 || named == 0 {
 		t.Fatalf("%d panels, %d metric names", len(panels), named)
+	}
+}
+
+// TestCommMetrics: a communicator's metrics, scraped over HTTP: every peer
+// connection under its rank, and the collectives by operation and
+// algorithm with their calls and time.
+func TestCommMetrics(t *testing.T) {
+	t.Setenv("MULTIRAIL_TOKEN", multirail.NewToken())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := comm.NewLocal(ctx, 3, comm.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	}()
+	var conns metricsConns
+	conns.addComm(cs[0])
+	ms, err := startMetrics("127.0.0.1:0", &conns, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Close()
+	errs := make(chan error, len(cs))
+	for _, c := range cs {
+		go func() {
+			buf := make([]float64, 1<<16)
+			var err error
+			for range 3 {
+				if err = comm.Allreduce(ctx, c, buf, comm.Sum); err != nil {
+					break
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range cs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	peers := map[string]bool{}
+	var calls, seconds float64
+	for _, s := range scrape(t, "http://"+ms.addr+"/metrics") {
+		switch s.name {
+		case "multirail_rail_sent_bytes_total":
+			if s.value > 0 {
+				peers[s.labels["peer"]] = true
+			}
+		case "multirail_collective_calls_total":
+			if s.labels["op"] == "allreduce" {
+				calls += s.value
+			}
+		case "multirail_collective_seconds_total":
+			if s.labels["op"] == "allreduce" && s.labels["algo"] != "" {
+				seconds += s.value
+			}
+		}
+	}
+	if !peers["1"] || !peers["2"] || peers["0"] {
+		t.Errorf("peers with bytes sent: %v; want ranks 1 and 2", peers)
+	}
+	if calls != 3 || seconds <= 0 {
+		t.Errorf("allreduce calls %v, seconds %v; want 3 calls and some time", calls, seconds)
+	}
+}
+
+func TestRankMetricsAddr(t *testing.T) {
+	for _, tc := range []struct {
+		addr  string
+		local int
+		want  string
+	}{
+		{":9300", 0, ":9300"}, {":9300", 3, ":9303"}, {"10.0.0.1:9300", 1, "10.0.0.1:9301"}, {"127.0.0.1:0", 0, "127.0.0.1:0"},
+		{"9300", 0, ""}, {":65535", 1, ""}, {":0", 1, ""}, {":x", 0, ""},
+	} {
+		got, err := rankMetricsAddr(tc.addr, tc.local)
+		if got != tc.want || (err == nil) != (tc.want != "") {
+			t.Errorf("rankMetricsAddr(%q, %d) = %q, %v; want %q", tc.addr, tc.local, got, err, tc.want)
+		}
 	}
 }

@@ -245,6 +245,11 @@ func runOSU(ctx context.Context, g *globals, p osuPlan) error {
 		return err
 	}
 	defer c.Close()
+	stopMetrics, err := serveCommMetrics(g, c, "")
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	return osuBench(ctx, c, p, g.stdout, g.stderr, &finished)
 }
 

@@ -31,7 +31,7 @@ type trainFlags struct {
 	mode, rails, congestion, load, hidden, partition, model   string
 	busy, idle, calm, congested                               time.Duration
 	lr, target, discardRate                                   float64
-	discardOpt, out, seed, phaseRates                         string
+	discardOpt, out, seed, phaseRates, metrics                string
 	errorFeedback, json, quiet, perProcess, workersSet        bool
 }
 
@@ -97,6 +97,7 @@ accuracy.png (test accuracy against training time, per mode), discard.png
 	fl.BoolVar(&f.json, "json", false, "print one JSON object on stdout")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr")
 	fl.StringVar(&f.phaseRates, "phase-rates", "", "experiment, with --per-process under multirail run --emu-load phases:...: pin the discard rate to CALM during calm phases and CONGESTED during congested ones (CALM:CONGESTED, each in (0, 1)), an oracle that knows the schedule")
+	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics of the training connections at http://ADDR/metrics (with --per-process every rank serves its own, the port offset by its local rank; "+MetricsAddrEnv+" does the same without the flag)")
 	fl.BoolVar(&f.perProcess, "per-process", false, "run this process as one worker of a job started by a launcher (multirail run, mpirun, srun, torchrun; see comm.Init): the job's ranks are the workers, its rails the network (--rails and the congestion flags do not apply: use the launcher's, e.g. multirail run --emu); rank 0 prints the results")
 	return cmd
 }
@@ -250,6 +251,9 @@ func runTrain(ctx context.Context, g *globals, f *trainFlags, o train.Options) e
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if err := parseMetricsAddr(f.metrics); err != nil {
+		return err
+	}
 	if f.out != "" {
 		if err := os.MkdirAll(f.out, 0o755); err != nil {
 			return err
@@ -277,6 +281,16 @@ func runTrain(ctx context.Context, g *globals, f *trainFlags, o train.Options) e
 			return err
 		}
 	} else {
+		if f.metrics != "" {
+			var conns metricsConns
+			ms, err := startMetrics(f.metrics, &conns, g.logger())
+			if err != nil {
+				return err
+			}
+			defer ms.Close()
+			fmt.Fprintf(g.stderr, "multirail: metrics on http://%s/metrics\n", ms.addr)
+			o.Observe = conns.add
+		}
 		pr := newTrainProgress(g.stderr, f.quiet, o)
 		o.Progress = pr.update
 		res, err = train.Run(ctx, o)
@@ -426,6 +440,11 @@ func trainPerProcess(ctx context.Context, g *globals, f *trainFlags, o train.Opt
 		return nil, false, err
 	}
 	defer c.Close()
+	stopMetrics, err := serveCommMetrics(g, c, f.metrics)
+	if err != nil {
+		return nil, false, err
+	}
+	defer stopMetrics()
 	if f.workersSet && f.workers != c.Size() {
 		return nil, false, usagef("--workers %d: the job has %d ranks (with --per-process every rank is a worker; leave --workers out)", f.workers, c.Size())
 	}
