@@ -3,6 +3,7 @@
 #   iproute2 (ip, tc)   namespaces, veths, tbf, MPTCP endpoints  (required)
 #   ethtool             offloads off on the rails                 (required unless --offloads)
 #   iperf3              the competing stream of lab bench and lab load (else the Go stream)
+#   mptcpd (mptcpize)   MPTCP for unmodified programs: scripts/lab-tunnel.sh's comparison
 #   openmpi-bin, libopenmpi-dev (mpirun, mpicc)                   (lab bench's openmpi-* systems)
 #   python3-torch (torchrun, gloo), only with --torch             (lab bench's gloo system; about
 #                                                                  230 MB, 1-3 min; not by default)
@@ -34,6 +35,7 @@ need ip iproute2
 need tc iproute2
 need ethtool ethtool
 need iperf3 iperf3
+need mptcpize mptcpd
 need mpirun openmpi-bin
 need mpicc libopenmpi-dev
 if [ "$torch" -eq 1 ]; then

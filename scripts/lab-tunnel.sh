@@ -4,7 +4,8 @@
 # interleaved; then iperf3 through the tunnel while a rail's link goes down
 # mid-run. Needs root, Debian's iperf3 and mptcpd (scripts/lab-deps.sh).
 #   usage: sh scripts/lab-tunnel.sh [MULTIRAIL_BINARY] [SECONDS] [RUNS]
-# TUNNEL_FLAGS adds flags to both tunnel ends (e.g. "--window 16MiB").
+# TUNNEL_FLAGS adds flags to both tunnel ends (e.g. "--window 16MiB");
+# LAB_RATES sets the rails' rates (default 200mbit,100mbit,50mbit).
 # Prints one line per run and a summary; exits non-zero if any iperf3 failed.
 set -eu
 BIN=${1:-./multirail}
@@ -25,8 +26,11 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-"$BIN" lab up --prefix "$P" >/dev/null
-ceiling=$(awk 'BEGIN { printf "%.1f", (200 + 100 + 50) * 1448 / 1514 }')
+RATES=${LAB_RATES:-200mbit,100mbit,50mbit}
+"$BIN" lab up --prefix "$P" --rates "$RATES" >/dev/null
+ceiling=$(echo "$RATES" | tr ',' '\n' | sed 's/mbit$//' | awk '{ s += $1 } END { printf "%.1f", s * 1448 / 1514 }')
+n=$(echo "$RATES" | tr ',' '\n' | wc -l)
+RAILS=$(seq "$n" | awk '{ printf "%stcp:10.10.%d.1>10.10.%d.2", (NR > 1 ? "," : ""), $1, $1 }')
 # Servers in B: iperf3 behind the tunnel's target, iperf3 under MPTCP on rail0.
 ip netns exec "$B" iperf3 -s -p 5201 -B 127.0.0.1 >/dev/null 2>&1 &
 echo $! >"$OUT/ip1.pid"
@@ -40,7 +44,7 @@ for i in $(seq 50); do
 	sleep 0.1
 done
 ip netns exec "$A" "$BIN" tunnel connect --port 7100 --local 127.0.0.1:5201 ${TUNNEL_FLAGS:-} \
-	--rails 'tcp:10.10.1.1>10.10.1.2,tcp:10.10.2.1>10.10.2.2,tcp:10.10.3.1>10.10.3.2' 2>"$OUT/connect.log" &
+	--rails "$RAILS" 2>"$OUT/connect.log" &
 echo $! >"$OUT/connect.pid"
 for i in $(seq 100); do
 	ip netns exec "$A" ss -ltn | grep -q '127.0.0.1:5201 ' && break
@@ -62,7 +66,7 @@ run() { # run NAME ARGS...: one iperf3 client in A, prints its goodput
 		echo "FAILED($(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("error","?"))' "$OUT/$name.json" 2>/dev/null || cat "$OUT/$name.err"))"
 	fi
 }
-echo "ceiling (sum of rates x 1448/1514): $ceiling Mbit/s; $T s per run"
+echo "rails $RATES; ceiling (sum of rates x 1448/1514): $ceiling Mbit/s; $T s per run"
 printf '%-4s %12s %12s %12s %12s\n' run tunnel-P1 mptcp-P1 tunnel-P8 mptcp-P8
 for r in $(seq "$RUNS"); do
 	t1=$(run "t1-$r" iperf3 -c 127.0.0.1 -p 5201)

@@ -68,7 +68,7 @@ type envSkip struct {
 }
 
 // envSettings are the variables comm.Init reads besides the launcher's.
-var envSettings = []string{comm.EnvIfName, comm.EnvEmu, comm.EnvEmuLoad, comm.EnvAlgo, comm.EnvSched, comm.EnvTimeout, comm.EnvBusyPoll, multirail.TokenEnv}
+var envSettings = []string{comm.EnvIfName, comm.EnvEmu, comm.EnvEmuLoad, comm.EnvAlgo, comm.EnvSched, comm.EnvTimeout, comm.EnvBusyPoll, MetricsAddrEnv, multirail.TokenEnv}
 
 // secretVar reports whether a variable's value must not be printed.
 func secretVar(name string) bool {
