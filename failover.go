@@ -130,7 +130,7 @@ func (c *Conn) firstUp() int {
 
 // protocolError closes the whole connection: the peer is broken or hostile.
 func (c *Conn) protocolError(r *rail, err error) {
-	r.errs.Add(1)
+	r.countErr(fmt.Errorf("%w: %v", ErrProtocol, err))
 	c.log.Warn("peer violated the protocol; closing the connection", "rail", r.name, "err", err)
 	c.shutdown(fmt.Errorf("%w: %v", ErrProtocol, err), true)
 }

@@ -243,6 +243,9 @@ func TestRailLinkDown(t *testing.T) {
 			if e := a.Stats().Rails[2].LastError; !strings.Contains(e, "stalled") {
 				t.Errorf("rail 2 went down with %q, want a stall", e)
 			}
+			if r := a.Stats().Rails[2].ErrorsByReason; r[ReasonStalled] == 0 {
+				t.Errorf("rail 2's errors by reason %v: no stall counted", r)
+			}
 			if st := a.Stats(); !st.Rails[0].Up || !st.Rails[1].Up {
 				t.Fatalf("healthy rails went down: %+v", st.Rails)
 			}

@@ -69,6 +69,7 @@ type rail struct {
 	bytesIn  atomic.Uint64
 	segsIn   atomic.Uint64
 	errs     atomic.Uint64
+	byReason [NumErrorReasons]atomic.Uint64
 	down     atomic.Bool   // mirrors !life.up() for lock-free readers
 	goneAway chan struct{} // closed when the writer has sent GOAWAY and exited
 }
@@ -96,7 +97,7 @@ func (r *rail) isUp() bool { return !r.down.Load() }
 func (r *rail) takeDownLocked(err error) []entry {
 	r.life.fail()
 	r.down.Store(true)
-	r.errs.Add(1)
+	r.countErr(err)
 	r.lastErr = err
 	if tc, ok := r.c.(*net.TCPConn); ok {
 		_ = tc.SetLinger(0) // reset: what the kernel still holds is sent again
@@ -143,4 +144,17 @@ func (r *rail) setKeys(k *hs.Keys) {
 	if k != nil && !k.Plaintext {
 		r.w.seal, r.rs.open = k.Send, k.Recv
 	}
+}
+
+// countErr counts a failure of the rail, by reason.
+func (r *rail) countErr(err error) {
+	r.errs.Add(1)
+	r.byReason[ErrorReason(err)].Add(1)
+}
+
+func (r *rail) errReasons() (out [NumErrorReasons]uint64) {
+	for i := range out {
+		out[i] = r.byReason[i].Load()
+	}
+	return out
 }

@@ -36,6 +36,8 @@ type RailStats struct {
 	AckDelay time.Duration
 	// Errors counts failures seen on the rail.
 	Errors uint64
+	// ErrorsByReason splits Errors by ErrorReasons, in that order.
+	ErrorsByReason [NumErrorReasons]uint64
 	// Rejoins counts the times a new TCP connection replaced the rail's
 	// failed one (see Config.RailTimeout).
 	Rejoins uint64
@@ -137,7 +139,7 @@ func (c *Conn) Stats() Stats {
 			BytesSent: r.bytesOut.Load(), SegmentsSent: r.segsOut.Load(),
 			BytesReceived: r.bytesIn.Load(), SegmentsReceived: r.segsIn.Load(),
 			Queued: r.core.Len(), QueuedBytes: r.core.QueuedBytes(), InFlight: r.core.InFlight(),
-			LastWait: time.Duration(r.core.LastWait()), RateBps: r.core.Rate(), AckDelay: time.Duration(r.core.AckDelay()), Errors: r.errs.Load(), Rejoins: r.rejoins, Resent: r.resent,
+			LastWait: time.Duration(r.core.LastWait()), RateBps: r.core.Rate(), AckDelay: time.Duration(r.core.AckDelay()), Errors: r.errs.Load(), ErrorsByReason: r.errReasons(), Rejoins: r.rejoins, Resent: r.resent,
 			Level: -1,
 		}
 		if r.lastErr != nil {

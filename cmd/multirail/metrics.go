@@ -121,7 +121,7 @@ var (
 	mRailResent       = prometheus.NewDesc("multirail_rail_resent_segments_total", "Segments queued on the rail again because the rail that first carried them failed.", railLabels, nil)
 	mRailUp           = prometheus.NewDesc("multirail_rail_up", "1 while the rail carries traffic, 0 while it is down.", railLabels, nil)
 	mRailRejoins      = prometheus.NewDesc("multirail_rail_rejoins_total", "Times a new TCP connection replaced the rail's failed one.", railLabels, nil)
-	mRailErrors       = prometheus.NewDesc("multirail_rail_errors_total", "Failures seen on the rail.", railLabels, nil)
+	mRailErrors       = prometheus.NewDesc("multirail_rail_errors_total", "Failures seen on the rail, by reason (stalled, reset, closed, timeout, protocol, other).", []string{"peer", "rail", "reason"}, nil)
 	mRailQueue        = prometheus.NewDesc("multirail_rail_queue_segments", "Segments in the rail's send queue.", railLabels, nil)
 	mRailQueueBytes   = prometheus.NewDesc("multirail_rail_queue_bytes", "Bytes in the rail's send queue.", railLabels, nil)
 	mRailQueueDelay   = prometheus.NewDesc("multirail_rail_queue_delay_seconds", "Queueing delay of the last segment that left the rail's send queue.", railLabels, nil)
@@ -273,7 +273,9 @@ func collectConn(ch chan<- prometheus.Metric, st multirail.Stats, peer string) {
 		counter(mRailResent, r.Resent, peer, r.Name)
 		gauge(mRailUp, up, peer, r.Name)
 		counter(mRailRejoins, r.Rejoins, peer, r.Name)
-		counter(mRailErrors, r.Errors, peer, r.Name)
+		for i, n := range r.ErrorsByReason {
+			counter(mRailErrors, n, peer, r.Name, multirail.ErrorReasons[i])
+		}
 		gauge(mRailQueue, float64(r.Queued), peer, r.Name)
 		gauge(mRailQueueBytes, float64(r.QueuedBytes), peer, r.Name)
 		gauge(mRailQueueDelay, r.LastWait.Seconds(), peer, r.Name)

@@ -144,11 +144,24 @@ func TestMetricsScrape(t *testing.T) {
 			b.Release(m.Data)
 		}
 	}()
+	// Eight senders at once, so that queues form and the scheduler
+	// spreads the segments (one message at a time goes to the fastest
+	// idle rail only).
 	send := func(n int) {
 		t.Helper()
 		msg := make([]byte, 64<<10)
-		for range n {
-			if err := a.Send(ctx, 1, msg); err != nil {
+		errs := make(chan error, 8)
+		for w := range 8 {
+			go func() {
+				var err error
+				for i := w; i < n && err == nil; i += 8 {
+					err = a.Send(ctx, 1, msg)
+				}
+				errs <- err
+			}()
+		}
+		for range 8 {
+			if err := <-errs; err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -216,8 +229,18 @@ func TestMetricsScrape(t *testing.T) {
 			t.Fatalf("multirail_rail_up{rail=emu1} never went to 0; stats %+v", a.Stats().Rails)
 		}
 	}
-	if v, _ := value(scrape(t, url), "multirail_rail_up", "sender", "emu0"); v != 1 {
+	final := scrape(t, url)
+	if v, _ := value(final, "multirail_rail_up", "sender", "emu0"); v != 1 {
 		t.Errorf("the healthy rail emu0 shows up %v", v)
+	}
+	stalls := -1.0
+	for _, s := range final {
+		if s.name == "multirail_rail_errors_total" && s.labels["peer"] == "sender" && s.labels["rail"] == "emu1" && s.labels["reason"] == "stalled" {
+			stalls = s.value
+		}
+	}
+	if stalls < 1 {
+		t.Errorf("multirail_rail_errors_total{rail=emu1,reason=stalled} = %v; want the stall counted", stalls)
 	}
 	links[1].SetDown(false)
 }
