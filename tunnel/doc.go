@@ -41,5 +41,7 @@
 //
 // A peer that breaks the protocol (data beyond its credit, frames for
 // streams never opened, malformed frames) ends the session with an error
-// wrapping ErrProtocol; the caller then closes the connection.
+// wrapping ErrProtocol, and the session closes the connection: the peer
+// learns at once that its streams are gone. Any other end of a session
+// (Close, the connection failing) leaves the connection to the caller.
 package tunnel

@@ -67,7 +67,7 @@ func TestHostilePeer(t *testing.T) {
 	}{
 		{"data for a stream never opened", true, []msg{{5, []byte{KindData, 1}}}, "never opened"},
 		{"open sent to the opening end", false, []msg{{1, open}}, "sent to the opening end"},
-		{"open of a used id", true, []msg{{2, open}, {1, open}}, "after stream 2"},
+		{"open of an open stream", true, []msg{{2, open}, {2, open}}, "which is open"},
 		{"data beyond the window", true, []msg{{1, open}, {1, big}, {1, big}, {1, big}}, "beyond its credit"},
 		{"data after fin", true, []msg{{1, open}, {1, []byte{KindFin}}, {1, []byte{KindData, 1}}}, "after its FIN"},
 		{"second fin", true, []msg{{1, open}, {1, []byte{KindFin}}, {1, []byte{KindFin}}}, "second FIN"},
@@ -102,6 +102,17 @@ func TestHostilePeer(t *testing.T) {
 			}
 			if err := s.Err(); !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("session ended with %v; want ErrProtocol containing %q", err, tc.want)
+			}
+			// The session closed the connection: the peer learns it.
+			for {
+				m, err := raw.Recv(ctx)
+				if err != nil {
+					if ctx.Err() != nil {
+						t.Fatal("the hostile peer's connection stayed open")
+					}
+					break
+				}
+				raw.Release(m.Data) // frames sent before the violation
 			}
 		})
 	}

@@ -217,6 +217,11 @@ func (s *Session) fail(err error) {
 		}
 		s.cancel()
 		close(s.done)
+		if errors.Is(err, ErrProtocol) {
+			// The peer is broken: nothing more it sends can be read,
+			// and it must learn that its streams are gone.
+			_ = s.c.Close()
+		}
 		for _, st := range all {
 			st.end(true, "")
 		}
@@ -293,6 +298,9 @@ func (s *Session) handle(m multirail.Message) error {
 	}
 	s.mu.Lock()
 	st := s.streams[f.Stream]
+	// A stream's frames follow its OPEN under the same tag, so a frame
+	// for an id at most lastID that is not open is for a stream that
+	// ended here.
 	known := f.Stream <= s.lastID
 	s.mu.Unlock()
 	if st == nil {
@@ -325,12 +333,14 @@ func (s *Session) accept(f Frame) error {
 	if s.cfg.Dial == nil {
 		return fmt.Errorf("%w: OPEN of stream %d sent to the opening end", ErrProtocol, f.Stream)
 	}
+	// OPENs travel under their streams' tags, which the transport does
+	// not order among themselves: stream 2's may come before stream 1's.
 	s.mu.Lock()
-	if f.Stream <= s.lastID {
+	if s.streams[f.Stream] != nil {
 		s.mu.Unlock()
-		return fmt.Errorf("%w: OPEN of stream %d after stream %d", ErrProtocol, f.Stream, s.lastID)
+		return fmt.Errorf("%w: OPEN of stream %d, which is open", ErrProtocol, f.Stream)
 	}
-	s.lastID = f.Stream
+	s.lastID = max(s.lastID, f.Stream)
 	if len(s.streams) >= s.cfg.MaxStreams {
 		s.mu.Unlock()
 		s.log.Warn("stream refused: too many streams", "stream", f.Stream, "max", s.cfg.MaxStreams)

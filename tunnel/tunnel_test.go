@@ -412,3 +412,50 @@ func TestResets(t *testing.T) {
 	default:
 	}
 }
+
+// TestConcurrentOpens: streams opened at once from many goroutines, whose
+// OPENs may reach the accepting end in any order (each travels under its
+// own stream's tag), all carry their bytes.
+func TestConcurrentOpens(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	go func() { // the target echoes every connection
+		for {
+			c, err := p.target.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); _ = c.Close() }()
+		}
+	}()
+	const n = 64
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			a, b := tcpPair(t)
+			defer a.Close()
+			if err := p.opener.Open(b); err != nil {
+				errs <- err
+				return
+			}
+			msg := fmt.Appendf(nil, "stream %d", i)
+			if _, err := a.Write(msg); err != nil {
+				errs <- err
+				return
+			}
+			_ = a.CloseWrite()
+			got, err := io.ReadAll(a)
+			if err == nil && !bytes.Equal(got, msg) {
+				err = fmt.Errorf("stream %d: echoed %q", i, got)
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.accept.Err(); err != nil {
+		t.Fatalf("accepting session ended: %v", err)
+	}
+}

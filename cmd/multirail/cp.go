@@ -18,7 +18,6 @@ import (
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/emu"
 	"github.com/multirail/multirail/filecopy"
-	"github.com/multirail/multirail/internal/topo"
 	"github.com/spf13/cobra"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
@@ -91,32 +90,11 @@ skipped. Set MULTIRAIL_TOKEN (the same on both hosts).`,
 			for _, s := range skipped {
 				fmt.Fprintf(g.stderr, "multirail: skipping %s (not a regular file or directory)\n", s)
 			}
-			var (
-				mrails []multirail.Rail
-				links  []*emu.Link
-			)
-			if peer != "" {
-				if _, _, err := net.SplitHostPort(peer); err != nil {
-					return usagef("--peer %q: want HOST:PORT", peer)
-				}
-				addrs, l, err := topo.Links(peer, specs, nil, g.logger())
-				if err != nil {
-					return usageError{fmt.Errorf("--rails with --peer: %w", err)}
-				}
-				links = l
-				for i, a := range addrs {
-					mrails = append(mrails, multirail.Rail{Name: specs[i].String(), Addr: a})
-				}
-			} else if mrails, err = tcpRails(specs, port, "cp takes tcp:LOCALIP>REMOTEIP[:PORT] rails (emu: and loop rails need --peer)"); err != nil {
+			mrails, closeLinks, err := dialRails(g, specs, port, peer, "cp")
+			if err != nil {
 				return err
 			}
-			defer func() {
-				for _, l := range links {
-					if l != nil {
-						_ = l.Close()
-					}
-				}
-			}()
+			defer closeLinks()
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			c, err := multirail.Dial(ctx, filecopy.ConnConfig(multirail.Config{Rails: mrails, Logger: g.logger()}))
@@ -197,14 +175,11 @@ func cpServe(g *globals, dir, listen, metrics string) error {
 	}
 	defer ln.Close()
 	var conns metricsConns
-	if metrics != "" {
-		ms, err := startMetrics(metrics, &conns, g.logger())
-		if err != nil {
-			return err
-		}
-		defer ms.Close()
-		fmt.Fprintf(g.stderr, "multirail: metrics on http://%s/metrics\n", ms.addr)
+	stopMetrics, err := startMetricsFlag(g, metrics, &conns)
+	if err != nil {
+		return err
 	}
+	defer stopMetrics()
 	fmt.Fprintf(g.stderr, "multirail: cp listening on %s, serving %s\n", ln.Addr(), dir)
 	var (
 		wg  sync.WaitGroup

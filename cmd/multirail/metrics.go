@@ -336,3 +336,16 @@ func serveCommMetrics(g *globals, c *comm.Comm, addr string) (stop func(), err e
 	g.logger().Info("metrics", "rank", c.Rank(), "url", "http://"+ms.addr+"/metrics")
 	return func() { _ = ms.Close() }, nil
 }
+
+// startMetricsFlag starts --metrics when set; stop is never nil.
+func startMetricsFlag(g *globals, addr string, conns *metricsConns) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	ms, err := startMetrics(addr, conns, g.logger())
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(g.stderr, "multirail: metrics on http://%s/metrics\n", ms.addr)
+	return func() { _ = ms.Close() }, nil
+}

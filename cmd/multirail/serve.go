@@ -52,14 +52,11 @@ the goodput and each rail's share. Set MULTIRAIL_TOKEN on both hosts.`,
 			defer ln.Close()
 			fmt.Fprintf(g.stderr, "multirail: listening on %s\n", ln.Addr())
 			var conns metricsConns
-			if metrics != "" {
-				ms, err := startMetrics(metrics, &conns, g.logger())
-				if err != nil {
-					return err
-				}
-				defer ms.Close()
-				fmt.Fprintf(g.stderr, "multirail: metrics on http://%s/metrics\n", ms.addr)
+			stopMetrics, err := startMetricsFlag(g, metrics, &conns)
+			if err != nil {
+				return err
 			}
+			defer stopMetrics()
 			accepted := 0
 			var wg sync.WaitGroup
 			defer wg.Wait()

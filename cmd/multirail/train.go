@@ -281,14 +281,13 @@ func runTrain(ctx context.Context, g *globals, f *trainFlags, o train.Options) e
 			return err
 		}
 	} else {
+		var conns metricsConns
+		stopMetrics, err := startMetricsFlag(g, f.metrics, &conns)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
 		if f.metrics != "" {
-			var conns metricsConns
-			ms, err := startMetrics(f.metrics, &conns, g.logger())
-			if err != nil {
-				return err
-			}
-			defer ms.Close()
-			fmt.Fprintf(g.stderr, "multirail: metrics on http://%s/metrics\n", ms.addr)
 			o.Observe = conns.add
 		}
 		pr := newTrainProgress(g.stderr, f.quiet, o)

@@ -79,19 +79,6 @@ func (f *tunnelFlags) config(log *slog.Logger) (tunnel.Config, error) {
 	return tunnel.Config{Window: int(w), ChunkSize: int(c), MaxStreams: f.maxStreams, Logger: log}, nil
 }
 
-// startTunnelMetrics starts --metrics when set; stop is never nil.
-func startTunnelMetrics(g *globals, addr string, conns *metricsConns) (stop func(), err error) {
-	if addr == "" {
-		return func() {}, nil
-	}
-	ms, err := startMetrics(addr, conns, g.logger())
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(g.stderr, "multirail: metrics on http://%s/metrics\n", ms.addr)
-	return func() { _ = ms.Close() }, nil
-}
-
 func newTunnelServe(g *globals) *cobra.Command {
 	var (
 		listen, to string
@@ -123,7 +110,7 @@ func newTunnelServe(g *globals) *cobra.Command {
 			}
 			defer ln.Close()
 			var conns metricsConns
-			stopMetrics, err := startTunnelMetrics(g, f.metrics, &conns)
+			stopMetrics, err := startMetricsFlag(g, f.metrics, &conns)
 			if err != nil {
 				return err
 			}
@@ -203,32 +190,11 @@ func newTunnelConnect(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var (
-				mrails []multirail.Rail
-				links  []*emu.Link
-			)
-			if peer != "" { // emulated rails in front of the peer, for measurements without a lab
-				if _, _, err := net.SplitHostPort(peer); err != nil {
-					return usagef("--peer %q: want HOST:PORT", peer)
-				}
-				addrs, l, err := topo.Links(peer, specs, nil, g.logger())
-				if err != nil {
-					return usageError{fmt.Errorf("--rails with --peer: %w", err)}
-				}
-				links = l
-				for i, a := range addrs {
-					mrails = append(mrails, multirail.Rail{Name: specs[i].String(), Addr: a})
-				}
-			} else if mrails, err = tcpRails(specs, port, "connect takes tcp:LOCALIP>REMOTEIP[:PORT] rails (emu: and loop rails need --peer)"); err != nil {
+			mrails, closeLinks, err := dialRails(g, specs, port, peer, "connect")
+			if err != nil {
 				return err
 			}
-			defer func() {
-				for _, l := range links {
-					if l != nil {
-						_ = l.Close()
-					}
-				}
-			}()
+			defer closeLinks()
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			var conns metricsConns
@@ -243,7 +209,7 @@ func newTunnelConnect(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--local %q: %w", local, err)
 			}
-			stopMetrics, err := startTunnelMetrics(g, f.metrics, &conns)
+			stopMetrics, err := startMetricsFlag(g, f.metrics, &conns)
 			if err != nil {
 				_ = lst.Close()
 				return err
@@ -345,4 +311,31 @@ func (d *tunnelDialer) close() {
 	if d.cur != nil {
 		d.drop()
 	}
+}
+
+// dialRails turns --rails into the rails to dial: tcp: rails (PORT
+// defaulting to port), or with --peer emulated rails (emu:, loop) built in
+// this process in front of peer. closeLinks is never nil.
+func dialRails(g *globals, specs []emu.Spec, port int, peer, cmd string) (rails []multirail.Rail, closeLinks func(), err error) {
+	if peer == "" {
+		rails, err = tcpRails(specs, port, cmd+" takes tcp:LOCALIP>REMOTEIP[:PORT] rails (emu: and loop rails need --peer)")
+		return rails, func() {}, err
+	}
+	if _, _, err := net.SplitHostPort(peer); err != nil {
+		return nil, nil, usagef("--peer %q: want HOST:PORT", peer)
+	}
+	addrs, links, err := topo.Links(peer, specs, nil, g.logger())
+	if err != nil {
+		return nil, nil, usageError{fmt.Errorf("--rails with --peer: %w", err)}
+	}
+	for i, a := range addrs {
+		rails = append(rails, multirail.Rail{Name: specs[i].String(), Addr: a})
+	}
+	return rails, func() {
+		for _, l := range links {
+			if l != nil {
+				_ = l.Close()
+			}
+		}
+	}, nil
 }
