@@ -76,6 +76,9 @@ skipped. Set MULTIRAIL_TOKEN (the same on both hosts).`,
 			if len(args) == 0 {
 				return usagef("cp needs SRC... to send (or --serve DIR to receive)")
 			}
+			if metrics != "" {
+				return usagef("--metrics %q: only the serving end (--serve DIR) serves metrics", metrics)
+			}
 			if rails == "" {
 				return usagef("--rails is required: comma-separated tcp:LOCALIP>REMOTEIP[:PORT] rails")
 			}
@@ -145,7 +148,7 @@ skipped. Set MULTIRAIL_TOKEN (the same on both hosts).`,
 	fl := cmd.Flags()
 	fl.StringVar(&serveDir, "serve", "", "receive copies into DIR (the receiving end)")
 	fl.StringVar(&listen, "listen", ":7200", "with --serve: address the rails connect to")
-	fl.StringVar(&metrics, "metrics", "", "serve Prometheus metrics of the live connections at http://ADDR/metrics")
+	fl.StringVar(&metrics, "metrics", "", "with --serve: serve Prometheus metrics of the live connections at http://ADDR/metrics")
 	fl.StringVar(&rails, "rails", "", "comma-separated tcp:LOCALIP>REMOTEIP[:PORT] rails; with --peer, emu:RATE/DELAY rails")
 	fl.IntVar(&port, "port", 7200, "remote port for rails that name none")
 	fl.StringVar(&peer, "peer", "", "HOST:PORT of a cp --serve reached over emulated --rails built in this process")

@@ -25,6 +25,7 @@ func TestCpFlags(t *testing.T) {
 		{[]string{"cp", "--rails", "tcp:10.0.0.1>10.0.0.2", missing}, "no such file"},
 		{[]string{"cp", "--rails", "emu:100mbit", "/etc/hostname"}, "need --peer"},
 		{[]string{"cp", "--rails", "tcp:10.0.0.1>10.0.0.2", "--metrics", "x", "/etc/hostname"}, "--metrics"},
+		{[]string{"cp", "--rails", "tcp:10.0.0.1>10.0.0.2", "--metrics", ":9300", "/etc/hostname"}, "only the serving end"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(tc.args, &stdout, &stderr)
