@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/discard"
 	"github.com/multirail/multirail/emu"
 )
@@ -84,9 +87,24 @@ func TestRunOverRails(t *testing.T) {
 		Discard: discard.Config{Initial: 0.3, Max: 0.4}}
 	var progress int
 	o.Progress = func(p Progress) { progress = p.Step }
+	// Observe sees every link of each mode's ring while it runs.
+	var observed, done []string
+	var omu sync.Mutex
+	o.Observe = func(c *multirail.Conn, name string) func() {
+		omu.Lock()
+		defer omu.Unlock()
+		if len(c.Stats().Rails) != 2 {
+			t.Errorf("observed link %s has %d rails", name, len(c.Stats().Rails))
+		}
+		observed = append(observed, name)
+		return func() { omu.Lock(); done = append(done, name); omu.Unlock() }
+	}
 	res, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if strings.Join(observed, ",") != "0,1,2,0,1,2" || len(done) != 6 {
+		t.Fatalf("Observe saw links %v, done %v; want 0,1,2 for each of the two modes, all done", observed, done)
 	}
 	rel, lt := res[0], res[1]
 	if rel.MeanDiscardRate != 0 || rel.ReplicaSpread != 0 {
