@@ -184,37 +184,21 @@ func cpServe(g *globals, dir, listen, metrics string) error {
 	}
 	defer stopMetrics()
 	fmt.Fprintf(g.stderr, "multirail: cp listening on %s, serving %s\n", ln.Addr(), dir)
-	var (
-		wg  sync.WaitGroup
-		out sync.Mutex
-	)
-	defer wg.Wait()
-	for n := 1; ; n++ {
-		c, err := ln.Accept(ctx)
+	var out sync.Mutex
+	return acceptEach(ctx, func() (*multirail.Conn, error) { return ln.Accept(ctx) }, func(n int, c *multirail.Conn) {
+		defer c.Close()
+		defer conns.add(c, strconv.Itoa(n))()
+		start := time.Now()
+		r, err := filecopy.Serve(ctx, c, root, filecopy.ServeConfig{Logger: g.logger()})
+		out.Lock()
+		defer out.Unlock()
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
+			fmt.Fprintf(g.stderr, "multirail: copy %d ended: %v (%d files, %d bytes received; part files are kept for a resume)\n", n, err, r.Files, r.Bytes)
+			return
 		}
-		remove := conns.add(c, strconv.Itoa(n))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer c.Close()
-			defer remove()
-			start := time.Now()
-			r, err := filecopy.Serve(ctx, c, root, filecopy.ServeConfig{Logger: g.logger()})
-			out.Lock()
-			defer out.Unlock()
-			if err != nil {
-				fmt.Fprintf(g.stderr, "multirail: copy %d ended: %v (%d files, %d bytes received; part files are kept for a resume)\n", n, err, r.Files, r.Bytes)
-				return
-			}
-			fmt.Fprintf(g.stderr, "multirail: copy %d: %d files, %d bytes in %.2fs (%d kept from an earlier run), %d failed\n",
-				n, r.Files, r.Bytes, time.Since(start).Seconds(), r.Resumed, len(r.Failures))
-		}()
-	}
+		fmt.Fprintf(g.stderr, "multirail: copy %d: %d files, %d bytes in %.2fs (%d kept from an earlier run), %d failed\n",
+			n, r.Files, r.Bytes, time.Since(start).Seconds(), r.Resumed, len(r.Failures))
+	})
 }
 
 // cpProgress shows the bytes sent: a bar on a terminal, a line a second

@@ -120,40 +120,25 @@ func newTunnelServe(g *globals) *cobra.Command {
 				var d net.Dialer
 				return d.DialContext(ctx, "tcp", to)
 			}
-			var wg sync.WaitGroup
-			defer wg.Wait()
-			for n := 1; ; n++ {
-				c, err := ln.Accept(ctx)
-				if err != nil {
-					if ctx.Err() != nil {
-						return nil
-					}
-					return err
-				}
+			return acceptEach(ctx, func() (*multirail.Conn, error) { return ln.Accept(ctx) }, func(n int, c *multirail.Conn) {
+				defer c.Close()
 				s, err := tunnel.NewSession(c, tcfg)
 				if err != nil {
-					_ = c.Close()
-					return err
+					g.logger().Warn("tunnel session refused", "err", err)
+					return
 				}
 				peer := strconv.Itoa(n)
-				remove := conns.add(c, peer)
-				removeT := conns.addTunnel(s, peer)
+				defer conns.add(c, peer)()
+				defer conns.addTunnel(s, peer)()
 				g.logger().Info("tunnel session opened", "peer", peer)
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					select {
-					case <-s.Done():
-					case <-ctx.Done():
-					}
-					err := s.Close()
-					_ = c.Close()
-					removeT()
-					remove()
-					st := s.Stats()
-					g.logger().Info("tunnel session ended", "peer", peer, "err", err, "streams", st.StreamsOpened, "sent", st.BytesSent, "received", st.BytesReceived)
-				}()
-			}
+				select {
+				case <-s.Done():
+				case <-ctx.Done():
+				}
+				err = s.Close()
+				st := s.Stats()
+				g.logger().Info("tunnel session ended", "peer", peer, "err", err, "streams", st.StreamsOpened, "sent", st.BytesSent, "received", st.BytesReceived)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", ":7100", "address the rails connect to")
@@ -217,29 +202,16 @@ func newTunnelConnect(g *globals) *cobra.Command {
 			defer stopMetrics()
 			fmt.Fprintf(g.stderr, "multirail: tunnel from %s over %d rails\n", lst.Addr(), len(mrails))
 			go func() { <-ctx.Done(); _ = lst.Close() }()
-			var wg sync.WaitGroup
-			defer wg.Wait()
-			for {
-				nc, err := lst.Accept()
-				if err != nil {
-					if ctx.Err() != nil {
-						return nil
-					}
-					return err
+			return acceptEach(ctx, lst.Accept, func(_ int, nc net.Conn) {
+				s, err := td.session(ctx)
+				if err == nil {
+					err = s.Open(nc)
 				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					s, err := td.session(ctx)
-					if err == nil {
-						err = s.Open(nc)
-					}
-					if err != nil {
-						g.logger().Warn("tunnel: connection dropped", "from", nc.RemoteAddr(), "err", err)
-						_ = nc.Close()
-					}
-				}()
-			}
+				if err != nil {
+					g.logger().Warn("tunnel: connection dropped", "from", nc.RemoteAddr(), "err", err)
+					_ = nc.Close()
+				}
+			})
 		},
 	}
 	fl := cmd.Flags()
@@ -338,4 +310,27 @@ func dialRails(g *globals, specs []emu.Spec, port int, peer, cmd string) (rails 
 			}
 		}
 	}, nil
+}
+
+// acceptEach accepts connections with accept until ctx ends, handing
+// each to handle, numbered from 1, in a goroutine of its own. It returns
+// once every handler has returned: nil when ctx ended, else why accept
+// failed. accept must fail once ctx has ended.
+func acceptEach[C any](ctx context.Context, accept func() (C, error), handle func(n int, c C)) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for n := 1; ; n++ {
+		c, err := accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			handle(n, c)
+		}()
+	}
 }
