@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -396,6 +395,3 @@ func (s *Session) send(tag uint32, m []byte) error {
 	}
 	return nil
 }
-
-// isEOF reports whether err is a clean end of a TCP connection's input.
-func isEOF(err error) bool { return errors.Is(err, io.EOF) }

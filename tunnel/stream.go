@@ -1,7 +1,9 @@
 package tunnel
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 )
@@ -205,7 +207,7 @@ func (st *stream) reader() {
 		if st.isEnded() {
 			return
 		}
-		if isEOF(err) {
+		if errors.Is(err, io.EOF) { // the application shut its sending side
 			if s.send(st.id, []byte{KindFin}) != nil {
 				return
 			}
