@@ -13,9 +13,10 @@ import (
 	"github.com/multirail/multirail/comm/internal/coll"
 )
 
-// Number is the element type of the collectives.
+// Number is the element type of the collectives. Other types (bool,
+// float16, bfloat16) go through the Bytes functions with a DType.
 type Number interface {
-	~float32 | ~float64 | ~int32 | ~int64
+	~float32 | ~float64 | ~int32 | ~int64 | ~int8 | ~uint8
 }
 
 // Collective names a collective operation (for Config.Algorithms, Stats
@@ -33,6 +34,7 @@ const (
 	CollAlltoall      = coll.CollAlltoall
 	CollGather        = coll.CollGather
 	CollScatter       = coll.CollScatter
+	CollAlltoallv     = coll.CollAlltoallv
 )
 
 // Algo names a collective algorithm; AlgoAuto chooses by message size and
@@ -92,8 +94,10 @@ func ChooseAlgo(c Collective, size, bytes int, th Thresholds) Algo {
 type CollOption func(*collOpts)
 
 type collOpts struct {
-	algo  Algo
-	lossy *RingConfig
+	algo   Algo
+	lossy  *RingConfig
+	stream uint64
+	dtype  uint8 // the element type the header names, when not the buffer's (DType)
 }
 
 // WithAlgo forces algorithm a for this call (every rank must force the
@@ -116,6 +120,11 @@ const (
 	dtFloat64
 	dtInt32
 	dtInt64
+	dtUint8
+	dtInt8
+	dtBool
+	dtFloat16
+	dtBFloat16
 )
 
 func dtypeOf[T Number]() (code uint8, size int, name string) {
@@ -126,12 +135,17 @@ func dtypeOf[T Number]() (code uint8, size int, name string) {
 		return dtFloat64, 8, "float64"
 	case reflect.Int32:
 		return dtInt32, 4, "int32"
+	case reflect.Uint8:
+		return dtUint8, 1, "uint8"
+	case reflect.Int8:
+		return dtInt8, 1, "int8"
 	default:
 		return dtInt64, 8, "int64"
 	}
 }
 
-var dtypeNames = [...]string{dtFloat32: "float32", dtFloat64: "float64", dtInt32: "int32", dtInt64: "int64"}
+var dtypeNames = [...]string{dtFloat32: "float32", dtFloat64: "float64", dtInt32: "int32", dtInt64: "int64",
+	dtUint8: "uint8", dtInt8: "int8", dtBool: "bool", dtFloat16: "float16", dtBFloat16: "bfloat16"}
 
 func dtypeName(d uint8) string {
 	if int(d) < len(dtypeNames) && dtypeNames[d] != "" {
@@ -205,6 +219,9 @@ func (c *Comm) collective(ctx context.Context, cl Collective, dtype uint8, elem 
 	c.collMu.Lock()
 	defer c.collMu.Unlock()
 	c.seq++
+	if o.dtype != 0 {
+		dtype = o.dtype
+	}
 	h := header{kind: kindColl, coll: uint8(cl), dtype: dtype, op: uint8(op), ctx: c.id, seq: c.seq, root: int32(root), count: uint64(count)}
 	call := &collCall{c: c, h: h}
 	w := c.w
@@ -381,7 +398,7 @@ func applyOpts(opts []CollOption) collOpts {
 
 func checkOp[T Number](op Op, name string) (coll.Op, error) {
 	switch op {
-	case Sum:
+	case Sum, Mean:
 		return coll.Sum, nil
 	case Prod:
 		return coll.Prod, nil
@@ -389,13 +406,13 @@ func checkOp[T Number](op Op, name string) (coll.Op, error) {
 		return coll.Min, nil
 	case Max:
 		return coll.Max, nil
-	case Mean:
+	case Band, Bor, Bxor:
 		if code, _, _ := dtypeOf[T](); code == dtFloat32 || code == dtFloat64 {
-			return coll.Sum, nil
+			return 0, fmt.Errorf("%w: %s: op %s needs integer or bool elements", ErrConfig, name, op)
 		}
-		return 0, fmt.Errorf("%w: %s: op mean needs float32 or float64 elements", ErrConfig, name)
+		return coll.Band + coll.Op(op-Band), nil
 	}
-	return 0, fmt.Errorf("%w: %s: op %d; allowed: Sum, Prod, Min, Max, Mean (floats)", ErrConfig, name, int(op))
+	return 0, fmt.Errorf("%w: %s: op %d; allowed: Sum, Mean, Prod, Min, Max, Band, Bor, Bxor (integers)", ErrConfig, name, int(op))
 }
 
 func mean[T Number](op Op, buf []T, n int) {

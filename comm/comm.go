@@ -89,10 +89,10 @@ type Comm struct {
 	rank  int
 	cs    *ctxState
 
-	collMu sync.Mutex // one collective at a time
-	seq    uint64     // collective calls so far
-	splits uint64     // Split calls so far
-	lossy  *lossyState
+	collMu sync.Mutex             // one collective at a time
+	seq    uint64                 // collective calls so far
+	splits uint64                 // Split calls so far
+	lossy  map[uint64]*lossyState // by stream (WithStream)
 	cstats collStats
 
 	closeOnce sync.Once
@@ -242,9 +242,12 @@ type world struct {
 
 	mu     sync.Mutex
 	nextID uint64 // the next communicator id this rank may hand out (Split)
-	ctxs   map[uint64]*ctxState
-	closed bool
-	abort  error // set by an Abort (here or elsewhere)
+	// stageOwners is the communicator and stream of each stage key this
+	// rank's loss-tolerant calls use.
+	stageOwners map[uint32]stageOwner
+	ctxs        map[uint64]*ctxState
+	closed      bool
+	abort       error // set by an Abort (here or elsewhere)
 
 	stop chan struct{} // closed by close: demultiplexers stop
 	wg   sync.WaitGroup

@@ -211,6 +211,9 @@ type boot struct {
 	emuLinks []*emu.Link
 	conns    []*multirail.Conn
 	srvDone  chan struct{}
+
+	tcfg        multirail.Config // the transport's, token resolved (prepare)
+	skippedHere []netif.Skip     // this host's NICs that are no rails
 }
 
 func (b *boot) cleanup() {
@@ -233,6 +236,26 @@ func (b *boot) cleanup() {
 // run builds the world and returns its communicator, whose first
 // collective call (the barrier that ends the start) is behind it.
 func (b *boot) run(ctx context.Context) (*Comm, error) {
+	data, err := b.prepare()
+	if err != nil {
+		return nil, err
+	}
+	info := b.info
+	if info.Serve && info.Rank == 0 && strings.HasPrefix(info.Rdzv, "tcp://") {
+		if err := b.serve(ctx, b.tcfg.Token); err != nil {
+			return nil, err
+		}
+	}
+	raw, err := rdzv.Exchange(ctx, info.Rdzv, b.tcfg.Token, rdzv.Card{JobID: info.JobID, Rank: info.Rank, Size: info.Size, Data: data})
+	if err != nil {
+		return nil, err // rdzv's errors name the rendezvous
+	}
+	return b.finish(ctx, raw)
+}
+
+// prepare resolves the token, listens, starts this rank's emulated rails
+// and returns its card.
+func (b *boot) prepare() ([]byte, error) {
 	info, cfg := b.info, b.cfg
 	tcfg := cfg.Transport
 	tcfg.Rails, tcfg.DialRail = nil, nil
@@ -249,6 +272,7 @@ func (b *boot) run(ctx context.Context) (*Comm, error) {
 		}
 		tcfg.MaxListenerBuffer = max(multirail.DefaultMaxListenerBuffer, int64(info.Size)*window)
 	}
+	b.tcfg = tcfg
 	if b.ln, err = multirail.Listen(":0", tcfg); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
@@ -275,32 +299,30 @@ func (b *boot) run(ctx context.Context) (*Comm, error) {
 	if err != nil {
 		return nil, err
 	}
-	var skippedHere []netif.Skip
 	if cfg.emu == nil {
 		ifs, err := netif.Local()
 		if err != nil {
 			return nil, fmt.Errorf("network interfaces: %w", err)
 		}
-		me.Ifaces, skippedHere = netif.Candidates(ifs, filter)
+		me.Ifaces, b.skippedHere = netif.Candidates(ifs, filter)
 	}
-	data, err := json.Marshal(me)
-	if err != nil {
-		return nil, err
-	}
-	token := tcfg.Token
-	if info.Serve && info.Rank == 0 && strings.HasPrefix(info.Rdzv, "tcp://") {
-		if err := b.serve(ctx, token); err != nil {
-			return nil, err
-		}
-	}
-	raw, err := rdzv.Exchange(ctx, info.Rdzv, token, rdzv.Card{JobID: info.JobID, Rank: info.Rank, Size: info.Size, Data: data})
-	if err != nil {
-		return nil, err // rdzv's errors name the rendezvous
+	return json.Marshal(me)
+}
+
+// finish connects to every rank, given every rank's card (by rank), and
+// returns the world communicator after its first barrier.
+func (b *boot) finish(ctx context.Context, raw [][]byte) (*Comm, error) {
+	info, cfg, tcfg := b.info, b.cfg, b.tcfg
+	if len(raw) != info.Size {
+		return nil, fmt.Errorf("%w: %d cards for %d ranks; want one per rank", ErrConfig, len(raw), info.Size)
 	}
 	cards := make([]card, info.Size)
 	for r, d := range raw {
 		if err := json.Unmarshal(d, &cards[r]); err != nil {
-			return nil, fmt.Errorf("rendezvous: rank %d's card: %w", r, err)
+			return nil, fmt.Errorf("rank %d's card: %w", r, err)
+		}
+		if cards[r].Port <= 0 || cards[r].Port > 65535 {
+			return nil, fmt.Errorf("rank %d's card: port %d; allowed: 1..65535", r, cards[r].Port)
 		}
 	}
 	if !cfg.KeepGOMAXPROCS {
@@ -308,12 +330,12 @@ func (b *boot) run(ctx context.Context) (*Comm, error) {
 	}
 	w := &world{
 		rank: info.Rank, size: info.Size, localRank: info.LocalRank, localSize: info.LocalSize,
-		launcher: info.Launcher, cfg: cfg, log: b.log, host: me.Host,
+		launcher: info.Launcher, cfg: cfg, log: b.log, host: cards[info.Rank].Host,
 		peers: make([]*peer, info.Size), ctxs: make(map[uint64]*ctxState), stop: make(chan struct{}),
 		nextID: worldID + 1,
 	}
 	b.conns = make([]*multirail.Conn, info.Size)
-	if err := b.connect(ctx, w, tcfg, cards, skippedHere); err != nil {
+	if err := b.connect(ctx, w, tcfg, cards, b.skippedHere); err != nil {
 		return nil, err
 	}
 	// The listener stays open: the transport's rails rejoin through it

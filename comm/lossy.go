@@ -2,8 +2,10 @@ package comm
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/comm/internal/coll"
@@ -25,8 +27,29 @@ type lossyReducer interface {
 	Stats() RingStats
 }
 
-// stageKey is the part of a communicator id the stage tags carry.
-func stageKey(id uint64) uint32 { return uint32(id & 0x7fff) }
+// stageKey is the part of a communicator id and stream the stage tags
+// carry: for stream 0 the id's low bits, for others a hash of both.
+func stageKey(id, stream uint64) uint32 {
+	if stream == 0 {
+		return uint32(id & 0x7fff)
+	}
+	h := fnv.New64a()
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:], id)
+	binary.LittleEndian.PutUint64(b[8:], stream)
+	_, _ = h.Write(b[:])
+	return uint32(h.Sum64() & 0x7fff)
+}
+
+// WithStream keys the state of a LossTolerant Allreduce by stream id: the
+// discard controllers, the error-feedback residuals and the stages that
+// ReportQualityStream reports on. Independent sequences of calls on one
+// communicator (the buckets of a DDP model, say) each take their own
+// stream, so none resets or feeds another's state; calls without it are
+// stream 0. Every rank passes the same stream to the same call. Streams
+// share the stage tags' 15-bit space with communicators: two that collide
+// on this rank make the second fail with ErrConfig instead of mixing.
+func WithStream(id uint64) CollOption { return func(o *collOpts) { o.stream = id } }
 
 func stageTags(key uint32) (packet, feedback uint32) {
 	base := connTagStage + 2*key
@@ -90,12 +113,17 @@ func (c *Comm) lossyAllreduce(ctx context.Context, buf any, dtype uint8, op Op, 
 		if op != Sum && op != Mean {
 			return fmt.Errorf("%w: allreduce: LossTolerant takes op sum or mean, got %s", ErrConfig, op)
 		}
-		if c.lossy == nil || c.lossy.cfg != cfg {
-			red, err := c.newLossy(cfg)
+		l := c.lossy[o.stream]
+		if l == nil || l.cfg != cfg {
+			red, err := c.newLossy(cfg, o.stream)
 			if err != nil {
 				return err
 			}
-			c.lossy = &lossyState{red: red, cfg: cfg}
+			l = &lossyState{red: red, cfg: cfg}
+			if c.lossy == nil {
+				c.lossy = make(map[uint64]*lossyState)
+			}
+			c.lossy[o.stream] = l
 		}
 		// A failure elsewhere (a notice) must interrupt a ring waiting for
 		// a stage.
@@ -110,7 +138,7 @@ func (c *Comm) lossyAllreduce(ctx context.Context, buf any, dtype uint8, op Op, 
 			case <-stop:
 			}
 		}()
-		err := c.lossy.red.Allreduce(rctx, x)
+		err := l.red.Allreduce(rctx, x)
 		if err != nil && ctx.Err() == nil && errors.Is(err, context.Canceled) {
 			c.w.mu.Lock()
 			err = c.cs.collErr
@@ -123,7 +151,7 @@ func (c *Comm) lossyAllreduce(ctx context.Context, buf any, dtype uint8, op Op, 
 // newLossy builds this rank's side of the loss-tolerant allreduce: a
 // Transpose over a stage connection to every peer, or with cfg.Ring a Ring
 // over the neighbours'.
-func (c *Comm) newLossy(cfg RingConfig) (lossyReducer, error) {
+func (c *Comm) newLossy(cfg RingConfig, stream uint64) (lossyReducer, error) {
 	n := len(c.ranks)
 	if n == 1 {
 		if cfg.Ring {
@@ -134,7 +162,15 @@ func (c *Comm) newLossy(cfg RingConfig) (lossyReducer, error) {
 	w := c.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	key := stageKey(c.id)
+	key := stageKey(c.id, stream)
+	owner := stageOwner{c.id, stream}
+	if o, ok := w.stageOwners[key]; ok && o != owner {
+		return nil, fmt.Errorf("%w: allreduce: loss-tolerant stream %d of communicator %#x shares stage tags %d with stream %d of communicator %#x on this rank; pick another stream id", ErrConfig, stream, c.id, key, o.stream, o.id)
+	}
+	if w.stageOwners == nil {
+		w.stageOwners = make(map[uint32]stageOwner)
+	}
+	w.stageOwners[key] = owner
 	if cfg.Ring {
 		next, err := w.stageConnLocked(w.peers[c.ranks[(c.rank+1)%n]], key)
 		if err != nil {
@@ -160,27 +196,40 @@ func (c *Comm) newLossy(cfg RingConfig) (lossyReducer, error) {
 	return NewTranspose(c.rank, n, mesh, cfg)
 }
 
+// stageOwner is the communicator and stream whose stages a key carries.
+type stageOwner struct{ id, stream uint64 }
+
 // LossyStats returns the counters of this rank's loss-tolerant Allreduce
-// calls on c (packets sent, discarded, received, missing), zero before the
-// first. A call with another RingConfig than the last starts them anew.
-func (c *Comm) LossyStats() RingStats {
+// calls on c's stream 0 (packets sent, discarded, received, missing), zero
+// before the first. A call with another RingConfig than the last starts
+// them anew.
+func (c *Comm) LossyStats() RingStats { return c.LossyStatsStream(0) }
+
+// LossyStatsStream is LossyStats of one stream (WithStream).
+func (c *Comm) LossyStatsStream(stream uint64) RingStats {
 	c.collMu.Lock()
 	defer c.collMu.Unlock()
-	if c.lossy == nil {
-		return RingStats{}
+	if l := c.lossy[stream]; l != nil {
+		return l.red.Stats()
 	}
-	return c.lossy.red.Stats()
+	return RingStats{}
 }
 
 // ReportQuality reports the quality of the last loss-tolerant Allreduce's
-// result (higher is better; for training, how much the loss went down) to
-// the ranks whose discard controllers produced it.
+// result on stream 0 (higher is better; for training, how much the loss
+// went down) to the ranks whose discard controllers produced it.
 func (c *Comm) ReportQuality(ctx context.Context, q float64) error {
+	return c.ReportQualityStream(ctx, 0, q)
+}
+
+// ReportQualityStream is ReportQuality for the last loss-tolerant
+// Allreduce of one stream (WithStream).
+func (c *Comm) ReportQualityStream(ctx context.Context, stream uint64, q float64) error {
 	c.collMu.Lock()
-	l := c.lossy
+	l := c.lossy[stream]
 	c.collMu.Unlock()
 	if l == nil {
-		return fmt.Errorf("comm: ReportQuality before any loss-tolerant Allreduce")
+		return fmt.Errorf("%w: ReportQuality on stream %d before any loss-tolerant Allreduce on it", ErrConfig, stream)
 	}
 	return l.red.ReportQuality(ctx, q)
 }

@@ -12,16 +12,21 @@ import (
 type Op int
 
 // Reductions. A Ring (the loss-tolerant allreduce) takes Sum or Mean; the
-// collectives take all, Mean only for float elements.
+// collectives take all: Mean divides the sum by the number of ranks
+// (truncating for integers), the bitwise ones only for integer and bool
+// elements.
 const (
 	Sum  Op = iota // element-wise sum over the ranks
-	Mean           // element-wise mean over the ranks
+	Mean           // element-wise mean over the ranks ("avg")
 	Prod           // element-wise product
 	Min            // element-wise minimum
 	Max            // element-wise maximum
+	Band           // bitwise and (integers), logical and (bool)
+	Bor            // bitwise or (integers), logical or (bool)
+	Bxor           // bitwise exclusive or (integers), logical xor (bool)
 )
 
-var opNames = [...]string{Sum: "sum", Mean: "mean", Prod: "prod", Min: "min", Max: "max"}
+var opNames = [...]string{Sum: "sum", Mean: "mean", Prod: "prod", Min: "min", Max: "max", Band: "band", Bor: "bor", Bxor: "bxor"}
 
 func (o Op) String() string {
 	if o >= 0 && int(o) < len(opNames) {
@@ -37,7 +42,7 @@ func ParseOp(name string) (Op, error) {
 			return Op(i), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: op %q; allowed: sum, mean, prod, min, max", ErrConfig, name)
+	return 0, fmt.Errorf("%w: op %q; allowed: sum, mean, prod, min, max, band, bor, bxor", ErrConfig, name)
 }
 
 // DefaultPacketFloats is the default number of values per packet (4 KiB).

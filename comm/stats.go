@@ -3,6 +3,7 @@ package comm
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"sync"
 	"time"
@@ -174,3 +175,54 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	}
 	return w.newComm(id, ranks), nil
 }
+
+// Group returns a communicator of some of c's ranks, made without any
+// communication: only the members call it, each with the same ranks (c's
+// ranks of the members; member i of the new communicator is ranks[i]) and
+// the same key, which tells apart groups of the same members (torch's
+// group name, say). It is how torch.distributed creates a group: the
+// backend is asked for it only on its members. The new communicator
+// shares c's connections; Close it when done. Its context id is a hash of
+// c's, key and ranks: a second live group with the same id fails with
+// ErrConfig (close the first, or pick another key).
+func (c *Comm) Group(ranks []int, key string) (*Comm, error) {
+	if len(ranks) == 0 {
+		return nil, fmt.Errorf("%w: group: no ranks; allowed: a non-empty list of distinct ranks 0..%d including this rank", ErrConfig, len(c.ranks)-1)
+	}
+	seen := make(map[int]bool, len(ranks))
+	world := make([]int, len(ranks))
+	me := false
+	for i, r := range ranks {
+		if err := c.checkRank(r, "group", false); err != nil {
+			return nil, err
+		}
+		if seen[r] {
+			return nil, fmt.Errorf("%w: group: rank %d listed twice; allowed: distinct ranks", ErrConfig, r)
+		}
+		seen[r] = true
+		me = me || r == c.rank
+		world[i] = c.ranks[r]
+	}
+	if !me {
+		return nil, fmt.Errorf("%w: group: this rank (%d) is not among %v; only members create a group", ErrConfig, c.rank, ranks)
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d|%s|%v", c.id, key, world)
+	id := groupIDBit | h.Sum64()&(groupIDBit-1)
+	w := c.w
+	w.mu.Lock()
+	cs := w.ctxs[id]
+	live := cs != nil && cs.comm != nil
+	closed := w.closed
+	w.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if live {
+		return nil, fmt.Errorf("%w: group: a group of ranks %v with key %q is open already; close it or pick another key", ErrConfig, ranks, key)
+	}
+	return w.newComm(id, world), nil
+}
+
+// groupIDBit marks the context ids of Group, apart from Split's counter.
+const groupIDBit = 1 << 62

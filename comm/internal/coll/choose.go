@@ -154,6 +154,8 @@ func Choose(c Collective, size, bytes int, th Thresholds) Algo {
 			return Binomial
 		}
 		return Linear
+	case CollAlltoallv:
+		return Pairwise
 	}
 	return Auto
 }

@@ -42,9 +42,9 @@ type TrySender interface {
 
 // Number is the element type of the collectives' buffers. On the wire
 // elements are little-endian IEEE 754 or two's complement values of their
-// size (4 or 8 bytes).
+// size (1, 4 or 8 bytes).
 type Number interface {
-	~float32 | ~float64 | ~int32 | ~int64
+	~float32 | ~float64 | ~int32 | ~int64 | ~int8 | ~uint8
 }
 
 // Op is a reduction operator. All four are commutative and associative
@@ -59,10 +59,15 @@ const (
 	Prod
 	Min
 	Max
+	// Band, Bor and Bxor are bitwise and, or and exclusive or of the
+	// elements' bits (meant for integers).
+	Band
+	Bor
+	Bxor
 	numOps
 )
 
-var opNames = [...]string{Sum: "sum", Prod: "prod", Min: "min", Max: "max"}
+var opNames = [...]string{Sum: "sum", Prod: "prod", Min: "min", Max: "max", Band: "band", Bor: "bor", Bxor: "bxor"}
 
 func (o Op) String() string {
 	if o >= 0 && o < numOps {
@@ -149,6 +154,8 @@ const (
 	CollAlltoall
 	CollGather
 	CollScatter
+	// CollAlltoallv is Alltoall with a count per pair of ranks.
+	CollAlltoallv
 	numCollectives
 )
 
@@ -162,6 +169,7 @@ var collNames = [...]string{
 	CollAlltoall:      "alltoall",
 	CollGather:        "gather",
 	CollScatter:       "scatter",
+	CollAlltoallv:     "alltoallv",
 }
 
 func (c Collective) String() string {
@@ -201,6 +209,8 @@ func Algorithms(c Collective) []Algo {
 		return []Algo{Bruck, Linear, Pairwise}
 	case CollGather, CollScatter:
 		return []Algo{Binomial, Linear}
+	case CollAlltoallv:
+		return []Algo{Pairwise}
 	}
 	return nil
 }

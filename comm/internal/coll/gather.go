@@ -344,3 +344,44 @@ func alltoallPairwise[T Number](x *xfer[T], send, recv []T, k int) error {
 	}
 	return nil
 }
+
+// Alltoallv is Alltoall with a count per pair: rank r's
+// send[sdispls[j]:sdispls[j]+scounts[j]] lands in rank j's
+// recv[rdispls[r]:rdispls[r]+rcounts[r]], so rank j's rcounts[r] must equal
+// rank r's scounts[j] (a receive of another length fails the call). The
+// count and displacement slices have N entries; the blocks must lie inside
+// their buffers, and send and recv must not overlap. It runs pairwise (N-1
+// steps, partners r+i and r-i).
+func Alltoallv[T Number](ctx context.Context, t Transport, send []T, scounts, sdispls []int, recv []T, rcounts, rdispls []int, algo Algo) error {
+	r, n := t.Rank(), t.Size()
+	for _, c := range []struct {
+		name   string
+		counts []int
+		displs []int
+		buf    int
+	}{{"send", scounts, sdispls, len(send)}, {"recv", rcounts, rdispls, len(recv)}} {
+		if len(c.counts) != n || len(c.displs) != n {
+			return fmt.Errorf("coll: %s: %d %s counts and %d displacements; want %d each", CollAlltoallv, len(c.counts), c.name, len(c.displs), n)
+		}
+		for j := range n {
+			if c.counts[j] < 0 || c.displs[j] < 0 || c.displs[j]+c.counts[j] > c.buf {
+				return fmt.Errorf("coll: %s: %s block %d at %d of %d elements outside the %d-element buffer", CollAlltoallv, c.name, j, c.displs[j], c.counts[j], c.buf)
+			}
+		}
+	}
+	if scounts[r] != rcounts[r] {
+		return fmt.Errorf("coll: %s: this rank sends itself %d elements but receives %d", CollAlltoallv, scounts[r], rcounts[r])
+	}
+	a, err := resolve(ctx, CollAlltoallv, algo, n, 0)
+	if err != nil {
+		return err
+	}
+	x := newXfer[T](ctx, t, Sum)
+	block := func(v []T, counts, displs []int, j int) []T { return v[displs[j] : displs[j]+counts[j]] }
+	copy(block(recv, rcounts, rdispls, r), block(send, scounts, sdispls, r))
+	for i := 1; i < n && err == nil; i++ {
+		dst, src := mod(r+i, n), mod(r-i, n)
+		err = x.sendRecv(dst, i, block(send, scounts, sdispls, dst), src, i, block(recv, rcounts, rdispls, src))
+	}
+	return wrap(CollAlltoallv, a, err)
+}

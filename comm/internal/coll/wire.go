@@ -78,6 +78,8 @@ func putLE[T Number](b []byte, v []T) {
 		for i, x := range v {
 			binary.LittleEndian.PutUint64(b[8*i:], uint64(int64(x)))
 		}
+	case reflect.Int8, reflect.Uint8:
+		copy(b, rawBytes(v))
 	}
 }
 
@@ -100,6 +102,8 @@ func getLE[T Number](v []T, b []byte) {
 		for i := range v {
 			v[i] = T(int64(binary.LittleEndian.Uint64(b[8*i:])))
 		}
+	case reflect.Int8, reflect.Uint8:
+		copy(rawBytes(v), b)
 	}
 }
 
@@ -122,6 +126,36 @@ func apply[T Number](op Op, acc, in []T) {
 	case Max:
 		for i := range acc {
 			acc[i] = max(acc[i], in[i])
+		}
+	case Band, Bor, Bxor:
+		applyBits(op, rawBytes(acc), rawBytes(in))
+	}
+}
+
+// rawBytes is v's memory as bytes, whatever the host's byte order.
+func rawBytes[T Number](v []T) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), len(v)*elemSize[T]())
+}
+
+// applyBits applies a bitwise op byte by byte: for and, or and xor that is
+// the op on every element, of any size and byte order.
+func applyBits(op Op, acc, in []byte) {
+	in = in[:len(acc)]
+	switch op {
+	case Band:
+		for i := range acc {
+			acc[i] &= in[i]
+		}
+	case Bor:
+		for i := range acc {
+			acc[i] |= in[i]
+		}
+	case Bxor:
+		for i := range acc {
+			acc[i] ^= in[i]
 		}
 	}
 }
