@@ -348,9 +348,11 @@ func AlltoallvBytes(ctx context.Context, c *Comm, d DType, send []byte, sendCoun
 // Alltoallv sends send[sendDispls[j]:][:sendCounts[j]] to rank j, where it
 // lands at recv[recvDispls[r]:][:recvCounts[r]] (r this rank): every pair
 // of ranks may exchange a different number of elements. Rank j's
-// recvCounts[r] must equal rank r's sendCounts[j]; a block of another
-// length fails the call on every rank. Counts and displacements have
-// Size() entries.
+// recvCounts[r] must equal rank r's sendCounts[j]: a rank that receives a
+// block of another length fails the call, and every rank's next
+// collective on c fails with it (ranks whose own blocks matched may have
+// returned from this call already). Counts and displacements have Size()
+// entries.
 func Alltoallv[T Number](ctx context.Context, c *Comm, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int, opts ...CollOption) error {
 	code, size, _ := dtypeOf[T]()
 	return c.collective(ctx, CollAlltoallv, code, size, Sum, -1, 0, applyOpts(opts), func(t coll.Transport, a Algo) error {
