@@ -17,6 +17,14 @@
 // Start does the same with the launcher's information given; NewLocal
 // starts N ranks inside one process (tests, examples).
 //
+// Programs that already exchange small blobs between ranks start in two
+// steps instead (NCCL's GetUniqueId/CommInitRank shape): Prepare listens
+// and returns a Pending whose Card describes the rank; the program gives
+// every rank every rank's card (MPI_Allgather, a shared file) and each
+// calls Connect. StartStore does both steps through a key-value store
+// such as torch.distributed's c10d store (rank 0 draws the token into it
+// when none is set: the store is then the trust boundary).
+//
 // # Point to point
 //
 // Send, Recv, Probe, Sendrecv and RecvInto block (each takes a context);
@@ -30,9 +38,12 @@
 // # Collectives
 //
 // Barrier and the generic Bcast, Reduce, Allreduce, Allgather,
-// ReduceScatter, Alltoall, Gather and Scatter over float32, float64, int32
-// and int64 with Sum, Prod, Min, Max (and Mean for floats). Every rank
-// calls them in the same order. The algorithm is chosen by size
+// ReduceScatter, Alltoall, Alltoallv (a count per pair of ranks), Gather
+// and Scatter over float32, float64, int32, int64, int8 and uint8 with
+// Sum, Mean, Prod, Min, Max and, for integers, Band, Bor and Bxor. The
+// ...Bytes forms (AllreduceBytes and the others) take raw memory and a
+// DType, which adds bool, float16 and bfloat16 (16-bit floats are reduced
+// through float32). Every rank calls them in the same order. The algorithm is chosen by size
 // (recursive doubling, binomial trees and Bruck for small messages; ring,
 // pairwise and scatter-allgather for large ones; docs/comm.md has the
 // table); WithAlgo or Config.Algorithms forces one. A collective whose
@@ -76,6 +87,11 @@
 // the partial sum of several ranks and the owner's own value never drops:
 // on inputs that differ by rank (non-IID data) its results are biased.
 //
+// WithStream keys all of this state (controllers, residuals, the stages
+// a quality report is for) by a stream id, so that independent sequences
+// of calls on one communicator, such as the buckets of a DDP model, never
+// share or reset each other's (ReportQualityStream, LossyStatsStream).
+//
 // Over a loss-tolerant transport the ranks' results may differ where
 // packets were missing. With nothing discarded, the result is the exact
 // one. After each loss-tolerant Allreduce the application reports the
@@ -94,6 +110,10 @@
 //     completes.
 //   - Give every rank the same token (Config.Transport.Token or
 //     MULTIRAIL_TOKEN; multirail run generates one).
+//
+// Group makes a communicator of some ranks without any communication
+// (only the members call it, with the same ranks and key); Split is the
+// collective way (every rank calls it).
 //
 // A Ring is not safe for concurrent use; a Comm is, within the rules above.
 package comm
