@@ -2,7 +2,8 @@
 # Install what the launcher tests need on Debian/Ubuntu, when it is missing:
 #   openmpi-bin, libopenmpi-dev (mpirun, mpicc)      tests under real mpirun
 #   slurmctld, slurmd, slurm-client (srun, sinfo)    a one-node Slurm (scripts/slurm-local.sh)
-#   python3-torch (torchrun), only with --torch      about 230 MB, 1-3 min; not installed by default
+#   python3-torch (torchrun), python3-venv,          about 230 MB, 1-3 min; not installed by default
+#     only with --torch                              (the PyTorch backend's tests: scripts/test-python.sh)
 # Idempotent: quiet and quick when everything is there. Run as root.
 # usage: sh scripts/comm-deps.sh [--torch]
 set -eu
@@ -12,7 +13,7 @@ for arg in "$@"; do
 	case $arg in
 	--torch) torch=1 ;;
 	-h | --help)
-		sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
+		sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*)
@@ -38,6 +39,7 @@ if [ "$torch" -eq 1 ]; then
 	if [ ! -x /usr/bin/torchrun ] || ! /usr/bin/python3 -c 'import torch.distributed.run' >/dev/null 2>&1; then
 		missing="$missing python3-torch"
 	fi
+	/usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing="$missing python3-venv"
 fi
 
 [ -z "$missing" ] && exit 0
