@@ -52,7 +52,7 @@ func TestBitIdentical(t *testing.T) {
 		t.Run(algo.String(), func(t *testing.T) {
 			t.Parallel()
 			for _, typ := range []string{"float32", "float64"} {
-				for op := range numOps {
+				for _, op := range opsOf(typ) {
 					for n := 1; n <= 17; n++ {
 						for _, count := range []int{1, n - 1, 3*n + 2, 200} {
 							var err error

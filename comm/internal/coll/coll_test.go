@@ -83,7 +83,7 @@ func TestAllTypesOps(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%s", c, algo), func(t *testing.T) {
 				t.Parallel()
 				for _, typ := range types {
-					for op := range numOps {
+					for _, op := range opsOf(typ) {
 						for _, n := range []int{1, 2, 3, 6, 8, 11} {
 							for _, count := range []int{0, 1, n - 1, 3*n + 2} {
 								s := spec{c: c, algo: algo, n: n, count: count, root: n / 2, op: op, typ: typ,

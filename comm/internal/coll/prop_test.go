@@ -13,14 +13,15 @@ func TestProperty(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		c := rapid.SampledFrom(collectives).Draw(t, "collective")
 		n := rapid.IntRange(1, 20).Draw(t, "n")
+		typ := rapid.SampledFrom(types).Draw(t, "type")
 		s := spec{
 			c:     c,
 			algo:  rapid.SampledFrom(withAuto(c)).Draw(t, "algo"),
 			n:     n,
 			count: rapid.IntRange(0, 4*n+9).Draw(t, "count"),
 			root:  rapid.IntRange(0, n-1).Draw(t, "root"),
-			op:    Op(rapid.IntRange(0, int(numOps)-1).Draw(t, "op")),
-			typ:   rapid.SampledFrom(types).Draw(t, "type"),
+			op:    rapid.SampledFrom(opsOf(typ)).Draw(t, "op"),
+			typ:   typ,
 			opts: meshOpts{
 				failRank:   -1,
 				misalign:   rapid.Bool().Draw(t, "misalign"),

@@ -21,7 +21,7 @@ type spec struct {
 	count int
 	root  int
 	op    Op
-	typ   string // "int32", "int64", "float32", "float64"
+	typ   string // one of types
 	opts  meshOpts
 	seed  uint64
 }
@@ -33,7 +33,18 @@ func (s spec) String() string {
 // deadlockTimeout bounds one collective call in the tests.
 const deadlockTimeout = 30 * time.Second
 
-var types = []string{"int32", "int64", "float32", "float64"}
+var types = []string{"int32", "int64", "float32", "float64", "int8", "uint8"}
+
+// opsOf returns the ops that make sense on typ: the bitwise ones only on
+// integers (on floats they make NaNs, which compare unequal to
+// themselves).
+func opsOf(typ string) []Op {
+	ops := []Op{Sum, Prod, Min, Max}
+	if typ != "float32" && typ != "float64" {
+		ops = append(ops, Band, Bor, Bxor)
+	}
+	return ops
+}
 
 // runSpec runs s and returns what went wrong, nil if every rank's result
 // matches the reference.
@@ -47,6 +58,10 @@ func runSpec(s spec) error {
 		return runSpecT[float32](s)
 	case "float64":
 		return runSpecT[float64](s)
+	case "int8":
+		return runSpecT[int8](s)
+	case "uint8":
+		return runSpecT[uint8](s)
 	}
 	return fmt.Errorf("unknown type %q", s.typ)
 }
