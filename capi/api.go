@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/comm"
@@ -317,6 +318,7 @@ func Ibcast(h int64, buf []byte, count int64, dtype, root int32) (int64, int32, 
 func bcast(h int64, buf []byte, count int64, dtype, root int32, block bool) (int64, int32, string) {
 	return collective(h, nb("bcast", block), block, func(ce *commEntry, a *args) func(context.Context) error {
 		dt := a.dtype(dtype)
+		a.root(root, ce.c.Size())
 		b := a.buf("buf", buf, a.bytes("count", count, dt))
 		return func(ctx context.Context) error { return comm.BcastBytes(ctx, ce.c, dt, b, int(root)) }
 	})
@@ -336,6 +338,7 @@ func Iallreduce(h int64, send, recv []byte, count int64, dtype, op int32) (int64
 func allreduce(h int64, send, recv []byte, count int64, dtype, op int32, block bool) (int64, int32, string) {
 	return collective(h, nb("allreduce", block), block, func(ce *commEntry, a *args) func(context.Context) error {
 		dt, o := a.dtype(dtype), a.op(op)
+		a.reduction(dt, op)
 		n := a.bytes("count", count, dt)
 		r := a.buf("recvbuf", recv, n)
 		inPlace := send == nil || same(send, recv)
@@ -367,6 +370,8 @@ func Ireduce(h int64, send, recv []byte, count int64, dtype, op, root int32) (in
 func reduce(h int64, send, recv []byte, count int64, dtype, op, root int32, block bool) (int64, int32, string) {
 	return collective(h, nb("reduce", block), block, func(ce *commEntry, a *args) func(context.Context) error {
 		dt, o := a.dtype(dtype), a.op(op)
+		a.root(root, ce.c.Size())
+		a.reduction(dt, op)
 		n := a.bytes("count", count, dt)
 		atRoot := int(root) == ce.c.Rank()
 		var s, r []byte
@@ -422,6 +427,7 @@ func IreduceScatter(h int64, send, recv []byte, recvcount int64, dtype, op int32
 func reduceScatter(h int64, send, recv []byte, recvcount int64, dtype, op int32, block bool) (int64, int32, string) {
 	return collective(h, nb("reduce_scatter", block), block, func(ce *commEntry, a *args) func(context.Context) error {
 		dt, o := a.dtype(dtype), a.op(op)
+		a.reduction(dt, op)
 		r := a.buf("recvbuf", recv, a.bytes("recvcount", recvcount, dt))
 		s := a.buf("sendbuf", send, a.bytes("size*recvcount", Mul(recvcount, int64(ce.c.Size())), dt))
 		return func(ctx context.Context) error { return comm.ReduceScatterBytes(ctx, ce.c, dt, s, r, o) }
@@ -499,6 +505,7 @@ func Igather(h int64, send, recv []byte, count int64, dtype, root int32) (int64,
 func gather(h int64, send, recv []byte, count int64, dtype, root int32, block bool) (int64, int32, string) {
 	return collective(h, nb("gather", block), block, func(ce *commEntry, a *args) func(context.Context) error {
 		dt := a.dtype(dtype)
+		a.root(root, ce.c.Size())
 		s := a.buf("sendbuf", send, a.bytes("count", count, dt))
 		var r []byte
 		if int(root) == ce.c.Rank() {
@@ -522,6 +529,7 @@ func Iscatter(h int64, send, recv []byte, count int64, dtype, root int32) (int64
 func scatter(h int64, send, recv []byte, count int64, dtype, root int32, block bool) (int64, int32, string) {
 	return collective(h, nb("scatter", block), block, func(ce *commEntry, a *args) func(context.Context) error {
 		dt := a.dtype(dtype)
+		a.root(root, ce.c.Size())
 		r := a.buf("recvbuf", recv, a.bytes("count", count, dt))
 		var s []byte
 		if int(root) == ce.c.Rank() {
@@ -551,7 +559,7 @@ func lossyAllreduce(h int64, buf []byte, count int64, op int32, stream int64, op
 		b := a.buf("buf", buf, a.bytes("count", count, comm.Float32))
 		rc, err := ParseLossyOpts(optsJSON)
 		if err != nil && a.err == nil {
-			a.err = fmt.Errorf("%w: %s: %w", errArg, a.name, err)
+			a.err = fmt.Errorf("%w: %s: %s", errArg, a.name, strings.TrimPrefix(err.Error(), comm.ErrConfig.Error()+": "))
 		}
 		return func(ctx context.Context) error {
 			return comm.AllreduceBytes(ctx, ce.c, comm.Float32, b, o, comm.LossTolerant(rc), comm.WithStream(uint64(stream)))

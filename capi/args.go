@@ -126,6 +126,28 @@ func (a *args) op(op int32) comm.Op {
 	return o
 }
 
+// reduction checks that op applies to dt (comm refuses the others too,
+// but inside the collective, which then fails the communicator's later
+// collectives as well: refused here, a bad argument costs only the call).
+func (a *args) reduction(dt comm.DType, op int32) {
+	o, err := Op(op)
+	if err != nil {
+		return // a.op reports it
+	}
+	switch {
+	case dt >= comm.Float16 && (o == comm.Band || o == comm.Bor || o == comm.Bxor):
+		a.check(false, "op %s needs integer or bool elements, got %s", opName(op), dtNames[dt])
+	case dt == comm.Bool && o == comm.Mean:
+		a.check(false, "op MR_AVG on MR_BOOL elements; allowed: MR_SUM, MR_PROD, MR_MIN, MR_MAX (logical or/and), MR_BAND, MR_BOR, MR_BXOR")
+	}
+}
+
+// root checks a root rank (comm checks it inside the collective; see
+// reduction).
+func (a *args) root(root int32, size int) {
+	a.check(root >= 0 && int(root) < size, "root %d; allowed: 0..%d", root, size-1)
+}
+
 // bytes is count elements of dt in bytes (whose name is what).
 func (a *args) bytes(what string, count int64, dt comm.DType) int {
 	n := Mul(count, int64(dt.Size()))
