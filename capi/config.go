@@ -13,7 +13,11 @@ import (
 )
 
 // configKeys are the keys config_json may hold (multirail.h).
-var configKeys = []string{"ifname", "emu", "scheduler", "timeout", "algorithms", "token", "insecure", "loopback_rails", "busy_poll"}
+// "lossy_reliable" (never discard: the loss-tolerant allreduce is then
+// exact) and "lossy_fixed_rate" (discard this fraction of packets whatever
+// the controller says, [0, 1)) are the C ABI's additions for tests and
+// baselines.
+var configKeys = []string{"ifname", "emu", "scheduler", "timeout", "algorithms", "token", "insecure", "loopback_rails", "busy_poll", "lossy_reliable", "lossy_fixed_rate"}
 
 // jsonObject decodes s (a JSON object, or "" for none) into a map of its
 // keys, refusing keys outside allowed (the error names the key).
@@ -66,6 +70,8 @@ func kind(v any) string {
 		return "boolean"
 	case *int:
 		return "integer"
+	case *float64:
+		return "number"
 	}
 	return fmt.Sprintf("%T", v)
 }
@@ -82,6 +88,7 @@ func ParseConfig(s string) (comm.Config, error) {
 		return cfg, fmt.Errorf("%w: %w", comm.ErrConfig, err)
 	}
 	var timeout, algos, busy string
+	var rate float64
 	for _, f := range []struct {
 		key string
 		v   any
@@ -89,6 +96,7 @@ func ParseConfig(s string) (comm.Config, error) {
 		{"ifname", &cfg.IfName}, {"emu", &cfg.Emu}, {"scheduler", &cfg.Transport.Scheduler},
 		{"timeout", &timeout}, {"algorithms", &algos}, {"token", &cfg.Transport.Token},
 		{"insecure", &cfg.Transport.Insecure}, {"loopback_rails", &cfg.LoopbackRails}, {"busy_poll", &busy},
+		{"lossy_reliable", &cfg.Stage.Reliable}, {"lossy_fixed_rate", &rate},
 	} {
 		if err := field(what, m, f.key, f.v); err != nil {
 			return cfg, fmt.Errorf("%w: %w", comm.ErrConfig, err)
@@ -118,6 +126,10 @@ func ParseConfig(s string) (comm.Config, error) {
 		}
 		cfg.Algorithms = a
 	}
+	if !(rate >= 0 && rate < 1) || rate > 0 && cfg.Stage.Reliable {
+		return cfg, fmt.Errorf("%w: %s: \"lossy_fixed_rate\": %v; allowed: [0, 1), and 0 with \"lossy_reliable\"", comm.ErrConfig, what, rate)
+	}
+	cfg.Stage.FixedRate = rate
 	if cfg.LoopbackRails < 0 || cfg.LoopbackRails > multirail.MaxRails {
 		return cfg, fmt.Errorf("%w: %s: \"loopback_rails\": %d; allowed: 1..%d (0: default)", comm.ErrConfig, what, cfg.LoopbackRails, multirail.MaxRails)
 	}

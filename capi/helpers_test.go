@@ -19,9 +19,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // frees them when the test ends (checking that no handle is left).
 func world(t *testing.T, n int) []int64 {
 	t.Helper()
+	return worldCfg(t, n, comm.Config{})
+}
+
+func worldCfg(t *testing.T, n int, cfg comm.Config) []int64 {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := comm.NewLocal(ctx, n, comm.Config{})
+	cs, err := comm.NewLocal(ctx, n, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
