@@ -131,12 +131,15 @@ int mr_recv(mr_comm c, void *buf, int64_t bytes, int src, int tag, mr_status *st
  * controller, error-feedback residuals, quality reports): give every
  * independent sequence of calls its own stream (e.g. a DDP bucket). opts_json
  * may be NULL or {"error_feedback": true, "packet_floats": 1024}. */
+/* The type is mr_lossy_stats_t: a typedef named mr_lossy_stats, as first
+ * written, clashes with the function mr_lossy_stats (C has one namespace
+ * for both) and no C program could include the header. */
 typedef struct {
 	int64_t packets, discarded, received, missing;
-} mr_lossy_stats;
+} mr_lossy_stats_t;
 int mr_lossy_allreduce(mr_comm c, float *buf, int64_t count, int op, int64_t stream, const char *opts_json, mr_error *err);
 int mr_lossy_report(mr_comm c, int64_t stream, double quality, mr_error *err);
-int mr_lossy_stats(mr_comm c, int64_t stream, mr_lossy_stats *out, mr_error *err);
+int mr_lossy_stats(mr_comm c, int64_t stream, mr_lossy_stats_t *out, mr_error *err);
 
 /* ---- Nonblocking twins ---------------------------------------------------
  * Same arguments, plus the request. Buffers are used in place until done. */
