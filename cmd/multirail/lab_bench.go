@@ -32,6 +32,10 @@ type labBenchFlags struct {
 	// The collective bench (--hosts > 2 or --tests).
 	tests                        string
 	hosts, rounds, iters, warmup int
+	// The torch systems: the DDP test's batch per rank and the Python of
+	// torch-multirail ("": found in the working directory).
+	ddpBatch    int
+	torchPython string
 }
 
 // labSystems expands --systems and --sched into the systems to run, in
@@ -113,8 +117,10 @@ func (f *labBenchFlags) plan(mpiErr, iperfErr error) (labbench.Plan, error) {
 	if p.Systems, p.Skipped, err = labSystems(f.systems, f.sched, labbench.ExpandOptions{MPI: mpiErr}); err != nil {
 		return p, err
 	}
-	if slices.Contains(p.Systems, labbench.Gloo) {
-		return p, usagef("--systems: gloo is a system of the collective bench only: run it with --hosts %d..%d or --tests", lab.MinHosts+1, lab.MaxHosts)
+	for _, s := range p.Systems {
+		if labbench.IsCollOnly(s) {
+			return p, usagef("--systems: %s is a system of the collective bench only: run it with --hosts %d..%d or --tests", s, lab.MinHosts+1, lab.MaxHosts)
+		}
 	}
 	if len(p.Systems) == 0 {
 		return p, usagef("--systems %q: nothing left to run", f.systems)
@@ -160,8 +166,24 @@ rank per host, all started by Open MPI's mpirun from host 0 with lab rsh:
                     = every rail (one Gloo device per rail, one rail per
                     call); reduce-scatter fails where torch's gloo has none
                     (torch 1.13); skipped when torch is missing, unless named
+  torch-multirail   the same programs with torch.distributed's backend
+                    multirail (python/multirail: .venv/bin/python of the
+                    checkout the bench runs in, sh scripts/build-python.sh;
+                    or --torch-python), MULTIRAIL_IFNAME=rail, sealed
+                    frames; skipped when multirail.torch does not import,
+                    unless named
+  torch-multirail-plaintext  the same with MULTIRAIL_PLAINTEXT=1
   multirail-<sched> multirail osu, rails found from the hosts' NICs
-                    (MULTIRAIL_IFNAME=rail), MULTIRAIL_SCHED=<sched>
+                    (MULTIRAIL_IFNAME=rail), MULTIRAIL_SCHED=<sched>;
+                    multirail-<sched>-plaintext with MULTIRAIL_PLAINTEXT=1
+
+The group torch is gloo, torch-multirail and torch-multirail-plaintext;
+all is the Open MPI systems, gloo, torch-multirail and multirail-<sched>.
+
+--tests ddp trains an MLP of 5.26 M float32 parameters (21 MB of gradients)
+with DistributedDataParallel (default buckets) on the torch systems only:
+one fixed batch of --ddp-batch samples per rank, --warmup (default 5) and
+--iters (default 30) steps; it reports step_ms and samples_per_s.
 
 --rounds R repeats every run R times, systems interleaved; the table shows
 medians with the range of the bus bandwidth. --json prints {"hosts",
@@ -179,8 +201,12 @@ medians with the range of the bus bandwidth. --json prints {"hosts",
 			if f.hosts < lab.MinHosts || f.hosts > lab.MaxHosts {
 				return usagef("--hosts = %d is out of range: allowed %d..%d", f.hosts, lab.MinHosts, lab.MaxHosts)
 			}
+			torchErr := func() error {
+				_, err := labbench.FindTorchMultirail(cmd.Context(), f.torchPython, "")
+				return err
+			}
 			if collMode(f.hosts, cmd.Flags().Changed("tests")) {
-				p, err := f.collPlan(cmd.Flags().Changed, mpiErr, glooErr)
+				p, err := f.collPlan(cmd.Flags().Changed, mpiErr, glooErr, torchErr)
 				if err != nil {
 					return err
 				}
@@ -189,8 +215,9 @@ medians with the range of the bus bandwidth. --json prints {"hosts",
 				}
 				return runLabColl(cmd.Context(), g, f, p)
 			}
-			if cmd.Flags().Changed("rounds") || cmd.Flags().Changed("iters") || cmd.Flags().Changed("warmup") {
-				return usagef("--rounds, --iters and --warmup apply to the collective bench only (--hosts > 2 or --tests)")
+			if cmd.Flags().Changed("rounds") || cmd.Flags().Changed("iters") || cmd.Flags().Changed("warmup") ||
+				cmd.Flags().Changed("ddp-batch") || cmd.Flags().Changed("torch-python") {
+				return usagef("--rounds, --iters, --warmup, --ddp-batch and --torch-python apply to the collective bench only (--hosts > 2 or --tests)")
 			}
 			p, err := f.plan(mpiErr, lab.Iperf3Available())
 			if err != nil {
@@ -206,7 +233,7 @@ medians with the range of the bus bandwidth. --json prints {"hosts",
 	fl.StringVar(&f.rates, "rates", "200mbit,100mbit,50mbit", "rail rates, comma-separated, fastest first (the competing stream runs on rail0)")
 	fl.StringVar(&f.sizes, "sizes", "65536,1048576,4194304", "message sizes ("+sizeForm+"), comma-separated, 1KiB..64MiB")
 	fl.DurationVar(&f.duration, "duration", 20*time.Second, "length of each run (4s..10m, a multiple of 250ms)")
-	fl.StringVar(&f.systems, "systems", "all", "systems to run, comma-separated: all, tcp-per-rail, mptcp, openmpi, openmpi-default, openmpi-weighted, gloo (collective bench), multirail, multirail-<sched>")
+	fl.StringVar(&f.systems, "systems", "all", "systems to run, comma-separated: all, tcp-per-rail, mptcp, openmpi, openmpi-default, openmpi-weighted, multirail, multirail-<sched>; collective bench: torch, gloo, torch-multirail, torch-multirail-plaintext, multirail-<sched>-plaintext")
 	fl.StringVar(&f.sched, "sched", "all", "schedulers for the multirail systems: all or comma-separated ("+strings.Join(sched.Names(), ", ")+")")
 	fl.StringVar(&f.prefix, "prefix", labbench.DefaultPrefix, "namespace prefix of the bench's own lab")
 	fl.StringVar(&f.cc, "cc", lab.DefaultCC, "TCP congestion control in both namespaces")
@@ -215,10 +242,12 @@ medians with the range of the bus bandwidth. --json prints {"hosts",
 	fl.BoolVar(&f.json, "json", false, "print one JSON object on stdout")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr")
 	fl.IntVar(&f.hosts, "hosts", lab.MinHosts, fmt.Sprintf("hosts of the lab, %d..%d; more than 2 runs the collective bench", lab.MinHosts, lab.MaxHosts))
-	fl.StringVar(&f.tests, "tests", defaultCollTests, "collective bench: tests of multirail osu, comma-separated ("+strings.Join(labbench.CollTests, ", ")+")")
+	fl.StringVar(&f.tests, "tests", defaultCollTests, "collective bench: tests of multirail osu and ddp (torch systems), comma-separated ("+strings.Join(labbench.CollTests, ", ")+")")
 	fl.IntVar(&f.rounds, "rounds", 1, fmt.Sprintf("collective bench: runs of every system and test, interleaved (1..%d)", labbench.MaxRounds))
-	fl.IntVar(&f.iters, "iters", 0, "collective bench: timed iterations per size (0 = by size, as multirail osu)")
-	fl.IntVar(&f.warmup, "warmup", 0, "collective bench: warm-up iterations per size (0 = by size)")
+	fl.IntVar(&f.iters, "iters", 0, fmt.Sprintf("collective bench: timed iterations per size (0 = by size, as multirail osu); ddp: timed steps (0 = %d)", labbench.DefaultDDPSteps))
+	fl.IntVar(&f.warmup, "warmup", 0, fmt.Sprintf("collective bench: warm-up iterations per size (0 = by size); ddp: warm-up steps (0 = %d)", labbench.DefaultDDPWarmup))
+	fl.IntVar(&f.ddpBatch, "ddp-batch", labbench.DefaultDDPBatch, fmt.Sprintf("collective bench, ddp: samples per rank and step (1..%d)", labbench.MaxDDPBatch))
+	fl.StringVar(&f.torchPython, "torch-python", "", "collective bench: the Python of torch-multirail, one that imports multirail.torch (default: .venv/bin/python in the working directory, else /usr/bin/python3 with PYTHONPATH=python and MULTIRAIL_LIB=build/libmultirail.so)")
 	return cmd
 }
 

@@ -35,8 +35,9 @@ func collMode(hosts int, testsSet bool) bool { return hosts > lab.MinHosts || te
 
 // collPlan validates the flags of the collective bench. mpiErr says why
 // Open MPI cannot run (nil if it can); glooErr, called only when gloo is
-// among the systems, why gloo cannot.
-func (f *labBenchFlags) collPlan(set func(string) bool, mpiErr error, glooErr func() error) (labbench.CollPlan, error) {
+// among the systems, why gloo cannot; torchErr, called only when
+// torch-multirail[-plaintext] is, why multirail.torch cannot.
+func (f *labBenchFlags) collPlan(set func(string) bool, mpiErr error, glooErr, torchErr func() error) (labbench.CollPlan, error) {
 	var p labbench.CollPlan
 	rates, err := parseRates(f.rates)
 	if err != nil {
@@ -72,9 +73,26 @@ func (f *labBenchFlags) collPlan(set func(string) bool, mpiErr error, glooErr fu
 	if !set("sizes") {
 		sizes = defaultCollSizes
 	}
-	if p.Sizes, err = parseOSUSizes(sizes); err != nil {
-		return p, err
+	onlyDDP := len(p.Tests) == 1 && p.Tests[0] == labbench.DDPTest
+	if onlyDDP && set("sizes") {
+		return p, usagef("--sizes does not apply to --tests ddp (its model is fixed: %s of gradients)", units.FormatSize(21028904))
 	}
+	if !onlyDDP {
+		if p.Sizes, err = parseOSUSizes(sizes); err != nil {
+			return p, err
+		}
+	}
+	p.DDPBatch = labbench.DefaultDDPBatch
+	if set("ddp-batch") {
+		if f.ddpBatch < 1 || f.ddpBatch > labbench.MaxDDPBatch {
+			return p, usagef("--ddp-batch %d is out of range: allowed 1..%d", f.ddpBatch, labbench.MaxDDPBatch)
+		}
+		if !slices.Contains(p.Tests, labbench.DDPTest) {
+			return p, usagef("--ddp-batch applies to --tests ddp only")
+		}
+		p.DDPBatch = f.ddpBatch
+	}
+	p.TorchPython = f.torchPython
 	if f.rounds < 1 || f.rounds > labbench.MaxRounds {
 		return p, usagef("--rounds %d is out of range: allowed 1..%d", f.rounds, labbench.MaxRounds)
 	}
@@ -91,14 +109,14 @@ func (f *labBenchFlags) collPlan(set func(string) bool, mpiErr error, glooErr fu
 	if !set("sched") {
 		scheds = "qlearn"
 	}
-	list, skipped, err := labSystems(systems, scheds, labbench.ExpandOptions{MPI: mpiErr, Coll: true, Gloo: glooErr})
+	list, skipped, err := labSystems(systems, scheds, labbench.ExpandOptions{MPI: mpiErr, Coll: true, Gloo: glooErr, TorchMultirail: torchErr})
 	if err != nil {
 		return p, err
 	}
 	for _, s := range list {
 		if s == labbench.TCPPerRail || s == labbench.MPTCP {
 			if set("systems") && !strings.Contains(systems, labbench.GroupAll) {
-				return p, usagef("--systems: %s is not a collective system; allowed: openmpi, openmpi-default, openmpi-weighted, gloo, multirail, multirail-<sched>", s)
+				return p, usagef("--systems: %s is not a collective system; allowed: openmpi, openmpi-default, openmpi-weighted, torch, gloo, torch-multirail, torch-multirail-plaintext, multirail, multirail-<sched>[-plaintext]", s)
 			}
 			continue
 		}
@@ -107,6 +125,9 @@ func (f *labBenchFlags) collPlan(set func(string) bool, mpiErr error, glooErr fu
 	p.Skipped = skipped
 	if len(p.Systems) == 0 {
 		return p, usagef("--systems %q: nothing left to run", systems)
+	}
+	if p.Runs() == 0 {
+		return p, usagef("--tests ddp runs on the torch systems only (gloo, torch-multirail, torch-multirail-plaintext); --systems %q has none of them", systems)
 	}
 	return p, nil
 }
@@ -201,15 +222,131 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// testsOf are the tests of rep in the order they ran.
+// testsOf are the OSU tests of rep (not DDPTest) in the order they ran.
 func testsOf(rep labbench.CollReport) []string {
 	var tests []string
 	for _, r := range rep.Results {
-		if !slices.Contains(tests, r.Test) {
+		if r.Test != labbench.DDPTest && !slices.Contains(tests, r.Test) {
 			tests = append(tests, r.Test)
 		}
 	}
 	return tests
+}
+
+// ddpCell is the rounds of one system in the DDP test.
+type ddpCell struct {
+	stepMs, samples, computeMs, busy, ranksBusy []float64
+	last                                        labbench.CollResult
+}
+
+// ddpCells groups rep's DDP results by system, in rep.Systems' order.
+func ddpCells(rep labbench.CollReport) ([]string, map[string]*ddpCell) {
+	cells := map[string]*ddpCell{}
+	for _, r := range rep.Results {
+		if r.Test != labbench.DDPTest {
+			continue
+		}
+		c := cells[r.System]
+		if c == nil {
+			c = &ddpCell{}
+			cells[r.System] = c
+		}
+		c.stepMs = append(c.stepMs, r.StepMs)
+		c.samples = append(c.samples, r.SamplesPerS)
+		c.computeMs = append(c.computeMs, r.ComputeMs)
+		if r.Busy > 0 {
+			c.busy = append(c.busy, r.Busy)
+		}
+		if r.RanksBusy > 0 {
+			c.ranksBusy = append(c.ranksBusy, r.RanksBusy)
+		}
+		c.last = r
+	}
+	var systems []string
+	for _, s := range rep.Systems {
+		if cells[s] != nil {
+			systems = append(systems, s)
+		}
+	}
+	return systems, cells
+}
+
+// withRange is the median of v and, for several values, their range.
+func withRange(v []float64, format string) string {
+	if len(v) == 0 {
+		return "-"
+	}
+	out := fmt.Sprintf(format, median(v))
+	if len(v) > 1 {
+		out += fmt.Sprintf(" ["+format+"-"+format+"]", slices.Min(v), slices.Max(v))
+	}
+	return out
+}
+
+// printDDPTable prints the DDP test: per system the medians over the
+// rounds of the step time, samples per second, the step without the
+// allreduce and the machine's busy CPU share, with ranges; then every
+// multirail system's samples per second against every baseline's.
+func printDDPTable(w io.Writer, rep labbench.CollReport) {
+	systems, cells := ddpCells(rep)
+	if len(systems) == 0 {
+		return
+	}
+	r := cells[systems[0]].last
+	var buckets []string
+	for _, b := range r.Buckets {
+		buckets = append(buckets, fmt.Sprintf("%.1f", float64(b)/1e6))
+	}
+	fmt.Fprintf(w, "\nddp: DistributedDataParallel, an MLP of %d float32 parameters (%.1f MB of gradients; buckets %s MB), %d ranks, batch %d per rank, %d timed steps after %d "+
+		"(medians of rounds [lowest-highest]; compute: the same step without the allreduce; busy: the machine's busy CPU share over the timed steps; ranks: the ranks' own processes' share)\n",
+		r.Params, float64(r.Size)/1e6, strings.Join(buckets, "/"), r.Ranks, r.Batch, r.Iters, r.Warmup)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "system\tstep ms\tsamples/s\tcompute ms\tbusy\tranks\trounds")
+	for _, s := range systems {
+		c := cells[s]
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", s, withRange(c.stepMs, "%.1f"), withRange(c.samples, "%.2f"),
+			withRange(c.computeMs, "%.1f"), withRange(c.busy, "%.2f"), withRange(c.ranksBusy, "%.2f"), len(c.stepMs))
+	}
+	tw.Flush()
+	for _, m := range systems {
+		if labbench.IsBaseline(m) {
+			continue
+		}
+		for _, o := range systems {
+			if !labbench.IsBaseline(o) {
+				continue
+			}
+			a, b := cells[m].samples, cells[o].samples
+			fmt.Fprintf(w, "  %s / %s: samples/s %.2fx (over the rounds %.2fx-%.2fx)\n", m, o,
+				median(a)/median(b), slices.Min(a)/slices.Max(b), slices.Max(a)/slices.Min(b))
+		}
+	}
+}
+
+// printRunsBusy prints the machine's busy CPU share over each run (from
+// start to end, start-up included), by system and test, rounds in order.
+func printRunsBusy(w io.Writer, rep labbench.CollReport) {
+	if len(rep.Runs) == 0 {
+		return
+	}
+	type key struct{ sys, test string }
+	var keys []key
+	runs := map[key][]string{}
+	for _, r := range rep.Runs {
+		k := key{r.System, r.Test}
+		if runs[k] == nil {
+			keys = append(keys, k)
+		}
+		b := "?"
+		if r.Busy >= 0 {
+			b = fmt.Sprintf("%.2f", r.Busy)
+		}
+		runs[k] = append(runs[k], fmt.Sprintf("%s (%.0f s)", b, r.Seconds))
+	}
+	fmt.Fprintf(w, "# busy CPU share of the machine (%d CPUs) over each run, start-up included, rounds in order:\n", rep.Runs[0].CPUs)
+	for _, k := range keys {
+		fmt.Fprintf(w, "#   %s %s: %s\n", k.sys, k.test, strings.Join(runs[k], ", "))
+	}
 }
 
 // printCollTable prints one table per test: per size and system the
@@ -261,24 +398,55 @@ func printCollTable(w io.Writer, rep labbench.CollReport) {
 			fmt.Fprintln(w, line)
 		}
 	}
+	printDDPTable(w, rep)
 	for _, n := range rep.Notes {
 		fmt.Fprintln(w, "# "+n)
 	}
+	printRunsBusy(w, rep)
 	for _, f := range rep.Failed {
 		fmt.Fprintf(w, "# FAILED %s %s round %d: %s\n", f.System, f.Test, f.Round, f.Err)
 	}
 }
 
-// collRatios compares every multirail system with every baseline (Open
-// MPI's and gloo) at the smallest size (time) and the largest (bus
-// bandwidth), medians of rounds; and every system but Open MPI's with the
-// ceiling at the largest size.
+// The sizes the issues state their figures at, compared besides the
+// smallest (time) and the largest (bus bandwidth).
+const (
+	figureSmall = 8
+	figureLarge = 4 << 20
+)
+
+// collRatios compares every multirail system (Go-native and torch) with
+// every baseline (Open MPI's and gloo), and every torch-multirail system
+// with every Go-native multirail system of the same framing (the price of
+// the Python path), at the smallest size and 8 B (time) and the largest
+// and 4 MiB (bus bandwidth), medians of rounds; and every system but Open
+// MPI's with the ceiling at the largest size.
 func collRatios(rep labbench.CollReport, cells map[string]map[int]map[string]*collCell, test string, sizes []int) []string {
 	if len(sizes) == 0 {
 		return nil
 	}
-	small, large := sizes[0], sizes[len(sizes)-1]
+	smalls := []int{sizes[0]}
+	if sizes[0] != figureSmall && slices.Contains(sizes, figureSmall) {
+		smalls = append(smalls, figureSmall)
+	}
+	large := sizes[len(sizes)-1]
+	larges := []int{large}
+	if large != figureLarge && slices.Contains(sizes, figureLarge) {
+		larges = append(larges, figureLarge)
+	}
 	var out []string
+	compare := func(m, o string) {
+		for _, small := range smalls {
+			if a, b := cells[test][small][m], cells[test][small][o]; a != nil && b != nil {
+				out = append(out, fmt.Sprintf("  %s / %s at %s: time %.2fx", m, o, units.FormatSize(int64(small)), median(a.avgUs)/median(b.avgUs)))
+			}
+		}
+		for _, size := range larges {
+			if a, b := cells[test][size][m], cells[test][size][o]; a != nil && b != nil && median(b.busbw) > 0 && test != "latency" {
+				out = append(out, fmt.Sprintf("  %s / %s at %s: busbw %.2fx", m, o, units.FormatSize(int64(size)), median(a.busbw)/median(b.busbw)))
+			}
+		}
+	}
 	for _, m := range rep.Systems {
 		if labbench.IsMPI(m) {
 			continue
@@ -291,14 +459,15 @@ func collRatios(rep labbench.CollReport, cells map[string]map[int]map[string]*co
 			continue
 		}
 		for _, o := range rep.Systems {
-			if !labbench.IsBaseline(o) {
-				continue
+			if labbench.IsBaseline(o) {
+				compare(m, o)
 			}
-			if a, b := cells[test][small][m], cells[test][small][o]; a != nil && b != nil {
-				out = append(out, fmt.Sprintf("  %s / %s at %s: time %.2fx", m, o, units.FormatSize(int64(small)), median(a.avgUs)/median(b.avgUs)))
-			}
-			if a, b := cells[test][large][m], cells[test][large][o]; a != nil && b != nil && median(b.busbw) > 0 && test != "latency" {
-				out = append(out, fmt.Sprintf("  %s / %s at %s: busbw %.2fx", m, o, units.FormatSize(int64(large)), median(a.busbw)/median(b.busbw)))
+		}
+		if labbench.IsTorch(m) {
+			for _, o := range rep.Systems {
+				if labbench.IsMultirail(o) && labbench.IsPlaintext(o) == labbench.IsPlaintext(m) {
+					compare(m, o)
+				}
 			}
 		}
 	}

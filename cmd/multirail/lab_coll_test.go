@@ -19,7 +19,8 @@ func TestLabCollPlanDefaults(t *testing.T) {
 	glooChecks := 0
 	withTorch := func() error { glooChecks++; return nil }
 	without := func() error { glooChecks++; return noTorch }
-	p, err := f.collPlan(set, nil, without)
+	noBackend := func() error { return errors.New("torch-multirail: no multirail.torch") }
+	p, err := f.collPlan(set, nil, without, noBackend)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,43 +30,120 @@ func TestLabCollPlanDefaults(t *testing.T) {
 	if strings.Join(p.Tests, ",") != defaultCollTests || len(p.Sizes) != 5 || p.Sizes[0] != 8 || p.Sizes[4] != 4<<20 {
 		t.Errorf("tests %v sizes %v", p.Tests, p.Sizes)
 	}
-	if got := strings.Join(p.Systems, ","); got != "openmpi-default,openmpi-weighted,multirail-qlearn" || len(p.Skipped) != 1 ||
-		p.Skipped[0] != (labbench.Skip{System: "gloo", Reason: "gloo: no torch"}) || glooChecks != 1 {
+	if got := strings.Join(p.Systems, ","); got != "openmpi-default,openmpi-weighted,multirail-qlearn" || len(p.Skipped) != 2 ||
+		p.Skipped[0] != (labbench.Skip{System: "gloo", Reason: "gloo: no torch"}) ||
+		p.Skipped[1] != (labbench.Skip{System: "torch-multirail", Reason: "torch-multirail: no multirail.torch"}) || glooChecks != 1 {
 		t.Errorf("systems %s, skipped %v, gloo checked %d times", got, p.Skipped, glooChecks)
 	}
-	// With torch, all brings in gloo.
-	p, err = f.collPlan(set, nil, withTorch)
-	if got := strings.Join(p.Systems, ","); err != nil || got != "openmpi-default,openmpi-weighted,gloo,multirail-qlearn" || len(p.Skipped) != 0 {
+	// With torch, all brings in gloo; with the backend, torch-multirail.
+	p, err = f.collPlan(set, nil, withTorch, noBackend)
+	if got := strings.Join(p.Systems, ","); err != nil || got != "openmpi-default,openmpi-weighted,gloo,multirail-qlearn" || len(p.Skipped) != 1 {
 		t.Errorf("with torch: systems %s, skipped %v, %v", got, p.Skipped, err)
+	}
+	p, err = f.collPlan(set, nil, withTorch, withTorch)
+	if got := strings.Join(p.Systems, ","); err != nil || got != "openmpi-default,openmpi-weighted,gloo,torch-multirail,multirail-qlearn" || len(p.Skipped) != 0 ||
+		p.DDPBatch != labbench.DefaultDDPBatch || p.Runs() != 15 {
+		t.Errorf("with the backend: systems %s, skipped %v, batch %d, %d runs, %v", got, p.Skipped, p.DDPBatch, p.Runs(), err)
 	}
 	// Without Open MPI the group is skipped (gloo too, which mpirun
 	// starts), a named system is an error.
 	glooChecks = 0
-	p, err = f.collPlan(set, errors.New("no mpirun"), withTorch)
-	if err != nil || strings.Join(p.Systems, ",") != "multirail-qlearn" || len(p.Skipped) != 3 || glooChecks != 0 {
+	p, err = f.collPlan(set, errors.New("no mpirun"), withTorch, noBackend)
+	if err != nil || strings.Join(p.Systems, ",") != "multirail-qlearn" || len(p.Skipped) != 4 || glooChecks != 0 {
 		t.Errorf("without Open MPI: %v, skipped %v, %v", p.Systems, p.Skipped, err)
 	}
 	named := func(n string) bool { return n == "systems" }
 	f.systems = "openmpi-weighted"
-	if _, err := f.collPlan(named, errors.New("no mpirun"), withTorch); err == nil {
+	if _, err := f.collPlan(named, errors.New("no mpirun"), withTorch, noBackend); err == nil {
 		t.Error("openmpi-weighted named without Open MPI: no error")
 	}
 	f.systems = "gloo"
-	if _, err := f.collPlan(named, nil, without); err == nil || !strings.Contains(err.Error(), "--systems asks for gloo, which cannot run here: gloo: no torch") {
+	if _, err := f.collPlan(named, nil, without, noBackend); err == nil || !strings.Contains(err.Error(), "--systems asks for gloo, which cannot run here: gloo: no torch") {
 		t.Errorf("gloo named without torch: %v", err)
 	}
-	if p, err := f.collPlan(named, nil, withTorch); err != nil || strings.Join(p.Systems, ",") != "gloo" {
+	if p, err := f.collPlan(named, nil, withTorch, noBackend); err != nil || strings.Join(p.Systems, ",") != "gloo" {
 		t.Errorf("gloo named: %v, %v", p.Systems, err)
 	}
 }
 
-// TestLabBenchGlooIsColl: gloo runs in the collective bench only; the
-// two-host bench's all leaves it out without looking for torch.
+// TestLabCollPlanTorch: the torch systems, plaintext variants and the
+// DDP test in the collective bench's flags.
+func TestLabCollPlanTorch(t *testing.T) {
+	ok := func() error { return nil }
+	noBackend := func() error { return errors.New("torch-multirail: no Python here imports multirail.torch") }
+	for _, tc := range []struct {
+		name     string
+		f        labBenchFlags
+		set      []string
+		torchErr func() error
+		// want: systems, tests, sizes (count), batch, runs; or err.
+		systems, tests string
+		sizes          int
+		batch, runs    int
+		err            string
+	}{
+		{name: "ddp on the torch group", f: labBenchFlags{systems: "torch", tests: "ddp", rounds: 3}, set: []string{"systems", "tests", "rounds"},
+			systems: "gloo,torch-multirail,torch-multirail-plaintext", tests: "ddp", batch: 8, runs: 9},
+		{name: "ddp with Go-native beside (not run)", f: labBenchFlags{systems: "gloo,torch-multirail,multirail-qlearn", tests: "ddp,allreduce", ddpBatch: 32},
+			set: []string{"systems", "tests", "ddp-batch"}, systems: "gloo,torch-multirail,multirail-qlearn", tests: "ddp,allreduce", sizes: 5, batch: 32, runs: 5},
+		{name: "plaintext pairs", f: labBenchFlags{systems: "torch-multirail-plaintext,multirail-qlearn-plaintext", tests: "allreduce", sizes: "4:64MiB"},
+			set: []string{"systems", "tests", "sizes"}, systems: "torch-multirail-plaintext,multirail-qlearn-plaintext", tests: "allreduce", sizes: 25, batch: 8, runs: 2},
+		{name: "ddp without torch systems", f: labBenchFlags{systems: "multirail-qlearn,openmpi", tests: "ddp"}, set: []string{"systems", "tests"},
+			err: `--tests ddp runs on the torch systems only (gloo, torch-multirail, torch-multirail-plaintext); --systems "multirail-qlearn,openmpi" has none of them`},
+		{name: "sizes with ddp alone", f: labBenchFlags{systems: "torch", tests: "ddp", sizes: "8"}, set: []string{"systems", "tests", "sizes"},
+			err: "--sizes does not apply to --tests ddp"},
+		{name: "batch out of range", f: labBenchFlags{systems: "torch", tests: "ddp", ddpBatch: 0}, set: []string{"systems", "tests", "ddp-batch"},
+			err: "--ddp-batch 0 is out of range: allowed 1..4096"},
+		{name: "batch without ddp", f: labBenchFlags{systems: "torch", tests: "allreduce", ddpBatch: 16}, set: []string{"systems", "tests", "ddp-batch"},
+			err: "--ddp-batch applies to --tests ddp only"},
+		{name: "torch-multirail named, no backend", f: labBenchFlags{systems: "gloo,torch-multirail", tests: "ddp"}, set: []string{"systems", "tests"}, torchErr: noBackend,
+			err: "--systems asks for torch-multirail, which cannot run here: torch-multirail: no Python here imports multirail.torch"},
+		{name: "torch group, no backend", f: labBenchFlags{systems: "torch", tests: "ddp"}, set: []string{"systems", "tests"}, torchErr: noBackend,
+			systems: "gloo", tests: "ddp", batch: 8, runs: 1},
+		{name: "unknown test", f: labBenchFlags{systems: "torch", tests: "ddp,resnet"}, set: []string{"systems", "tests"},
+			err: `--tests "ddp,resnet": unknown test "resnet"; allowed: latency, bw, bibw, barrier, bcast, allreduce, allgather, reduce-scatter, alltoall, ddp`},
+		{name: "plaintext of an unknown scheduler", f: labBenchFlags{systems: "multirail-fast-plaintext", tests: "allreduce"}, set: []string{"systems", "tests"},
+			err: `--systems "multirail-fast-plaintext": unknown system`},
+	} {
+		f := tc.f
+		f.rates, f.hosts, f.sched = "200mbit,100mbit,50mbit", 4, "qlearn"
+		if f.rounds == 0 {
+			f.rounds = 1
+		}
+		set := func(n string) bool { return slices.Contains(tc.set, n) }
+		torchErr := tc.torchErr
+		if torchErr == nil {
+			torchErr = ok
+		}
+		p, err := f.collPlan(set, nil, ok, torchErr)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: %v, want %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if got := strings.Join(p.Systems, ","); got != tc.systems || strings.Join(p.Tests, ",") != tc.tests || len(p.Sizes) != tc.sizes ||
+			p.DDPBatch != tc.batch || p.Runs() != tc.runs {
+			t.Errorf("%s: systems %s tests %v sizes %v batch %d runs %d", tc.name, got, p.Tests, p.Sizes, p.DDPBatch, p.Runs())
+		}
+	}
+}
+
+// TestLabBenchGlooIsColl: gloo, torch-multirail and the plaintext
+// multirail systems run in the collective bench only; the two-host
+// bench's all leaves them out without looking for torch.
 func TestLabBenchGlooIsColl(t *testing.T) {
 	f := &labBenchFlags{rates: "100mbit", sizes: "65536", systems: "gloo", sched: "all", prefix: "mrb", cc: "cubic", duration: 4 * time.Second}
 	var ue usageError
-	if _, err := f.plan(nil, nil); !errors.As(err, &ue) || !strings.Contains(err.Error(), "gloo is a system of the collective bench only: run it with --hosts 3..8 or --tests") {
-		t.Errorf("gloo in the two-host bench: %v", err)
+	for _, sys := range []string{"gloo", "torch-multirail", "torch-multirail-plaintext", "multirail-qlearn-plaintext", "torch"} {
+		f.systems = sys
+		if _, err := f.plan(nil, nil); !errors.As(err, &ue) || !strings.Contains(err.Error(), "is a system of the collective bench only: run it with --hosts 3..8 or --tests") {
+			t.Errorf("%s in the two-host bench: %v", sys, err)
+		}
 	}
 	f.systems = "all"
 	p, err := f.plan(nil, nil)
@@ -120,5 +198,72 @@ func TestPrintCollTable(t *testing.T) {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}
+	}
+}
+
+// TestPrintCollTableTorch: the DDP table (medians and ranges over the
+// rounds, against gloo), torch-multirail against gloo and against
+// Go-native multirail of the same framing at 8 B and 4 MiB besides the
+// smallest and largest sizes, and the busy share of each run.
+func TestPrintCollTableTorch(t *testing.T) {
+	zero := 0.0
+	rep := labbench.CollReport{Date: time.Date(2026, 12, 4, 18, 0, 0, 0, time.UTC), Hosts: 4, RatesBps: []float64{200e6, 100e6, 50e6},
+		CeilingBps: 334.7e6, Systems: []string{"gloo", "torch-multirail", "torch-multirail-plaintext", "multirail-qlearn", "multirail-qlearn-plaintext"}}
+	ddp := func(sys string, round int, stepMs, computeMs, busy float64) {
+		rep.Results = append(rep.Results, labbench.CollResult{System: sys, Test: labbench.DDPTest, Round: round, Ranks: 4, Size: 21028904, Iters: 30, Warmup: 5,
+			StepMs: stepMs, SamplesPerS: 4 * 8 / (stepMs / 1e3), ComputeMs: computeMs, Busy: busy, RanksBusy: busy / 2, Params: 5257226, Batch: 8,
+			Buckets: []int{4239400, 16789504}, MaxParamDiff: &zero})
+		rep.Runs = append(rep.Runs, labbench.CollRun{System: sys, Test: labbench.DDPTest, Round: round, Seconds: 100, Busy: busy, CPUs: 2, OK: true})
+	}
+	ddp("gloo", 1, 2800, 190, 0.5)
+	ddp("torch-multirail", 1, 1000, 200, 0.9)
+	ddp("gloo", 2, 3200, 195, 0.6)
+	ddp("torch-multirail", 2, 1100, 210, 0.95)
+	ddp("gloo", 3, 3000, 185, 0.55)
+	ddp("torch-multirail", 3, 1200, 205, 0.92)
+	ar := func(sys string, size int, us, bus float64) {
+		rep.Results = append(rep.Results, labbench.CollResult{System: sys, Test: "allreduce", Round: 1, Size: size, AvgUs: us, BusBWBps: bus})
+	}
+	for _, sys := range rep.Systems {
+		f := map[string]float64{"gloo": 1, "torch-multirail": 0.5, "torch-multirail-plaintext": 0.45, "multirail-qlearn": 0.4, "multirail-qlearn-plaintext": 0.36}[sys]
+		ar(sys, 4, 500*f, 1e4/f)
+		ar(sys, 8, 500*f, 2e4/f)
+		ar(sys, 4<<20, 600000*f, 80e6/f)
+		ar(sys, 64<<20, 9600000*f, 80e6/f)
+	}
+	var b strings.Builder
+	printCollTable(&b, rep)
+	out := b.String()
+	for _, want := range []string{
+		"ddp: DistributedDataParallel, an MLP of 5257226 float32 parameters (21.0 MB of gradients; buckets 4.2/16.8 MB), 4 ranks, batch 8 per rank, 30 timed steps after 5",
+		"gloo             3000.0 [2800.0-3200.0]  10.67 [10.00-11.43]  190.0 [185.0-195.0]  0.55 [0.50-0.60]  0.28 [0.25-0.30]  3",
+		"torch-multirail  1100.0 [1000.0-1200.0]  29.09 [26.67-32.00]  205.0 [200.0-210.0]  0.92 [0.90-0.95]  0.46 [0.45-0.47]  3",
+		"  torch-multirail / gloo: samples/s 2.73x (over the rounds 2.33x-3.20x)",
+		"  torch-multirail / gloo at 4B: time 0.50x",
+		"  torch-multirail / gloo at 8B: time 0.50x",
+		"  torch-multirail / gloo at 64MiB: busbw 2.00x",
+		"  torch-multirail / gloo at 4MiB: busbw 2.00x",
+		"  torch-multirail / multirail-qlearn at 4MiB: busbw 0.80x",
+		"  torch-multirail / multirail-qlearn at 8B: time 1.25x",
+		"  torch-multirail-plaintext / multirail-qlearn-plaintext at 4MiB: busbw 0.80x",
+		"  multirail-qlearn-plaintext / gloo at 4MiB: busbw 2.78x",
+		"# busy CPU share of the machine (2 CPUs) over each run, start-up included, rounds in order:",
+		"#   gloo ddp: 0.50 (100 s), 0.60 (100 s), 0.55 (100 s)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	for _, bad := range []string{"torch-multirail / multirail-qlearn-plaintext", "torch-multirail-plaintext / multirail-qlearn at", "ddp (avg us", "multirail-qlearn / torch"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("table has %q:\n%s", bad, out)
+		}
+	}
+	dir := t.TempDir()
+	if err := writeCollOut(dir, rep); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ddp-busbw.png")); err == nil {
+		t.Error("a bus bandwidth plot of ddp")
 	}
 }

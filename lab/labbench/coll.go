@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,7 +21,6 @@ import (
 	"github.com/multirail/multirail/comm/osu"
 	"github.com/multirail/multirail/lab"
 	"github.com/multirail/multirail/lab/mpi"
-	"github.com/multirail/multirail/sched"
 )
 
 // Limits of a collective bench.
@@ -37,9 +37,9 @@ const (
 	rdzvPort = 29500
 )
 
-// CollTests are the tests a collective bench runs, as `multirail osu`
-// names them.
-var CollTests = []string{"latency", "bw", "bibw", "barrier", "bcast", "allreduce", "allgather", "reduce-scatter", "alltoall"}
+// CollTests are the tests a collective bench runs: those of `multirail
+// osu`, as it names them, and DDPTest (the torch systems only).
+var CollTests = []string{"latency", "bw", "bibw", "barrier", "bcast", "allreduce", "allgather", "reduce-scatter", "alltoall", DDPTest}
 
 // CollPlan is validated input of a collective bench: OSU-style tests on a
 // cluster of Lab.Hosts hosts, one rank per host.
@@ -48,16 +48,24 @@ type CollPlan struct {
 	Lab lab.Config
 	// Tests are from CollTests; Sizes the message sizes in bytes (for
 	// each test, as `multirail osu --sizes` takes them; bw and bibw up to
-	// 16 MiB).
+	// 16 MiB; DDPTest has none).
 	Tests []string
 	Sizes []int
-	// Systems are openmpi-default, openmpi-weighted, gloo and
-	// multirail-<sched>; Skipped those left out, and why.
+	// Systems are openmpi-default, openmpi-weighted, gloo,
+	// torch-multirail[-plaintext] and multirail-<sched>[-plaintext];
+	// Skipped those left out, and why.
 	Systems []string
 	Skipped []Skip
 	// Iters and Warmup per size; 0 for the defaults by size of `multirail
-	// osu` (which mrosu shares).
+	// osu` (which mrosu shares). For DDPTest, the timed and warm-up steps
+	// (0: DefaultDDPSteps, DefaultDDPWarmup).
 	Iters, Warmup int
+	// DDPBatch is DDPTest's samples per rank and step (0:
+	// DefaultDDPBatch).
+	DDPBatch int
+	// TorchPython is the Python of the torch-multirail systems; "" finds
+	// one in the working directory (FindTorchMultirail).
+	TorchPython string
 	// Rounds runs every system on every test that many times, the systems
 	// interleaved within each round, so that a drifting machine shows as
 	// a range rather than as a difference between systems.
@@ -69,7 +77,21 @@ type CollPlan struct {
 }
 
 // Runs is the number of mpirun invocations.
-func (p CollPlan) Runs() int { return len(p.Systems) * len(p.Tests) * max(p.Rounds, 1) }
+func (p CollPlan) Runs() int {
+	n := 0
+	for _, t := range p.Tests {
+		for _, s := range p.Systems {
+			if Applies(s, t) {
+				n++
+			}
+		}
+	}
+	return n * max(p.Rounds, 1)
+}
+
+// Applies reports whether system runs test: DDPTest only the torch
+// systems, the OSU tests every system.
+func Applies(system, test string) bool { return test != DDPTest || IsTorch(system) }
 
 // CollResult is one size of one test of one system in one round: OSU's
 // columns and the bus bandwidth. Fields that do not apply are 0: MBs is
@@ -90,6 +112,51 @@ type CollResult struct {
 	// Algo is the algorithm multirail chose ("" for Open MPI, which does
 	// not say).
 	Algo string `json:"algo,omitempty"`
+	// Busy is the machine's busy CPU share (all CPUs; 0..1) while this
+	// size ran, where the program measured it (gloo_osu.py, ddp_bench.py:
+	// the timed steps); 0 if unknown.
+	Busy float64 `json:"busy,omitempty"`
+	// RanksBusy is the share of all CPUs the ranks' own processes used
+	// (every thread, user and system time, summed over the ranks) over
+	// the same time; Busy less RanksBusy is the kernel's network work
+	// (softirq, tbf, bridges) and everything else on the machine.
+	RanksBusy float64 `json:"ranks_busy,omitempty"`
+
+	// DDPTest only (ddp_bench.py): Size is the gradients' bytes, AvgUs
+	// StepMs in us, Min/MaxUs rank 0's fastest and slowest step, Iters
+	// the timed steps and Warmup the steps before them. StepMs is the
+	// mean step (the slowest rank's), SamplesPerS ranks x Batch per
+	// second, ComputeMs a step without the allreduce (ddp.no_sync, the
+	// CPUs shared as before); Buckets are DDP's buckets in bytes;
+	// LossFirst and LossLast rank 0's loss at the first and last timed
+	// step; MaxParamDiff the largest difference of a parameter between
+	// ranks at the end (0: replicas agree; a result with another value is
+	// an error).
+	Warmup       int      `json:"warmup,omitempty"`
+	StepMs       float64  `json:"step_ms,omitempty"`
+	SamplesPerS  float64  `json:"samples_per_s,omitempty"`
+	ComputeMs    float64  `json:"compute_ms,omitempty"`
+	Params       int      `json:"params,omitempty"`
+	Batch        int      `json:"batch,omitempty"`
+	Buckets      []int    `json:"buckets,omitempty"`
+	LossFirst    float64  `json:"loss_first,omitempty"`
+	LossLast     float64  `json:"loss_last,omitempty"`
+	MaxParamDiff *float64 `json:"max_param_diff,omitempty"`
+}
+
+// CollRun is one run (one mpirun) of the bench: how long it took and the
+// machine's busy CPU share over it (from /proc/stat before and after,
+// start-up included: Python importing torch, the rendezvous).
+type CollRun struct {
+	System  string  `json:"system"`
+	Test    string  `json:"test"`
+	Round   int     `json:"round"`
+	Seconds float64 `json:"seconds"`
+	// Busy is the share of all CPUs' time that was busy (user, nice,
+	// system, irq, softirq), 0..1; -1 if /proc/stat could not be read.
+	Busy float64 `json:"busy"`
+	CPUs int     `json:"cpus"`
+	OK   bool    `json:"ok"`
 }
 
 // CollRunError is a run that failed.
@@ -114,6 +181,7 @@ type CollReport struct {
 	Notes      []string       `json:"notes"`
 	Results    []CollResult   `json:"results"`
 	Failed     []CollRunError `json:"failed,omitempty"`
+	Runs       []CollRun      `json:"runs,omitempty"`
 }
 
 // CollHooks let the caller follow RunColl.
@@ -162,8 +230,9 @@ func RunColl(ctx context.Context, o CollOptions, hooks CollHooks) (CollReport, e
 	var (
 		mrosu, torch string
 		gloo         GlooFiles
+		tm           TorchSetup
 	)
-	if slices.ContainsFunc(p.Systems, IsMPI) || slices.Contains(p.Systems, Gloo) {
+	if slices.ContainsFunc(p.Systems, IsMPI) || slices.ContainsFunc(p.Systems, IsTorch) {
 		dir, err := mpi.CacheDir()
 		if err != nil {
 			return rep, fmt.Errorf("lab bench: %w", err)
@@ -177,6 +246,13 @@ func RunColl(ctx context.Context, o CollOptions, hooks CollHooks) (CollReport, e
 			if torch, err = GlooAvailable(ctx); err != nil {
 				return rep, err
 			}
+		}
+		if slices.Contains(p.Systems, TorchMultirail) || slices.Contains(p.Systems, TorchMultirailPlaintext) {
+			if tm, err = FindTorchMultirail(ctx, p.TorchPython, ""); err != nil {
+				return rep, err
+			}
+		}
+		if slices.ContainsFunc(p.Systems, IsTorch) {
 			if gloo, err = WriteGlooFiles(dir); err != nil {
 				return rep, err
 			}
@@ -193,25 +269,31 @@ func RunColl(ctx context.Context, o CollOptions, hooks CollHooks) (CollReport, e
 	if err != nil {
 		return rep, err
 	}
-	rep.Notes = collNotes(p, torch)
+	rep.Notes = collNotes(p, torch, tm)
 	total, n := p.Runs(), 0
 	var failed []string
 	for round := 1; round <= max(p.Rounds, 1); round++ {
 		for _, test := range p.Tests {
 			for _, sys := range p.Systems {
+				if !Applies(sys, test) {
+					continue
+				}
 				n++
 				if hooks.RunStarts != nil {
 					hooks.RunStarts(n, total, sys, test, round)
 				}
 				var res []CollResult
+				cpu0, cpuErr0 := lab.ReadCPU()
 				switch {
 				case IsMPI(sys):
 					res, err = runOpenMPI(ctx, o, l, mrosu, sys, test)
-				case sys == Gloo:
-					res, err = runGloo(ctx, o, l, gloo, token, n, test)
+				case IsTorch(sys):
+					res, err = runGloo(ctx, o, l, gloo, tm, token, n, sys, test)
 				default:
 					res, err = runMultirailOSU(ctx, o, l, token, n, sys, test)
 				}
+				cpu1, cpuErr1 := lab.ReadCPU()
+				rep.Runs = append(rep.Runs, collRun(sys, test, round, cpu0, cpu1, errors.Join(cpuErr0, cpuErr1), err == nil))
 				_ = l.KillProcesses()
 				if ctx.Err() != nil {
 					return rep, ctx.Err()
@@ -241,11 +323,25 @@ func RunColl(ctx context.Context, o CollOptions, hooks CollHooks) (CollReport, e
 }
 
 // collNotes says how each system was set up; torch is torch's version
-// (gloo).
-func collNotes(p CollPlan, torch string) []string {
-	notes := []string{fmt.Sprintf("%d hosts, one rank each, all on this machine's CPUs; tbf on both ends of every host NIC; one switch (bridge) per rail", p.Lab.Hosts)}
+// (gloo), tm how the torch-multirail systems start.
+func collNotes(p CollPlan, torch string, tm TorchSetup) []string {
+	notes := []string{fmt.Sprintf("%d hosts, one rank each, all on this machine's CPUs (%d); tbf on both ends of every host NIC; one switch (bridge) per rail", p.Lab.Hosts, runtime.NumCPU())}
+	if slices.Contains(p.Tests, DDPTest) {
+		steps, warmup := p.DDPSteps()
+		notes = append(notes, fmt.Sprintf("ddp: ddp_bench.py (lab/labbench) under the torch systems' start: DistributedDataParallel with default buckets (25 MiB, the first 1 MiB) "+
+			"of an MLP 1024-2048-1024-1024-10 (ReLU; 5,257,226 float32 parameters, 21.0 MB of gradients), one fixed synthetic batch of %d samples per rank (seed 0 and the rank), "+
+			"cross-entropy, SGD lr 0.01; %d warm-up and %d timed steps; OMP_NUM_THREADS=1", p.ddpBatch(), warmup, steps))
+	}
 	for _, s := range p.Systems {
 		switch {
+		case s == TorchMultirail || s == TorchMultirailPlaintext:
+			mode := "sealed frames (the transport's default)"
+			if IsPlaintext(s) {
+				mode = "frames in clear (MULTIRAIL_PLAINTEXT=1)"
+			}
+			notes = append(notes, fmt.Sprintf("%s: torch.distributed %s, backend multirail (python/multirail over build/libmultirail.so; %s), the programs and the start of gloo "+
+				"(one torchrun per host, c10d rendezvous on host 0's control address, the same mpirun and rsh agent), %s; the backend meets through torch's store; "+
+				"rails from the hosts' NICs with MULTIRAIL_IFNAME=rail, MULTIRAIL_SCHED=qlearn, GOMAXPROCS left to the communicator", s, tm.Torch, tm.How, mode))
 		case s == OpenMPIDefault:
 			notes = append(notes, s+": mpirun, pml ob1, btl tcp,self on the rails' subnets, default weights, mpi_yield_when_idle 1, mrosu (lab/mpi/src/mrosu.c)")
 		case s == OpenMPIWeighted:
@@ -256,10 +352,24 @@ func collNotes(p CollPlan, torch string) []string {
 				"one Gloo device per rail, and torch picks one per call (collectives in turn by sequence number, send/recv by tag; "+
 				"gloo_osu uses tag 0, so rail0), never striping one call", s, torch, strings.Join(railDevNames(len(p.Lab.Rates)), ",")))
 		default:
-			notes = append(notes, s+": `multirail osu` under the same mpirun and rsh agent, rails found from the hosts' NICs with MULTIRAIL_IFNAME=rail, MULTIRAIL_SCHED="+strings.TrimPrefix(s, MultirailPrefix)+", GOMAXPROCS left to the communicator (it gives each rank its share of the machine's cores: 1), busy polling for the communicator's default 200 us")
+			mode := "sealed frames (the default)"
+			if IsPlaintext(s) {
+				mode = "frames in clear (MULTIRAIL_PLAINTEXT=1)"
+			}
+			notes = append(notes, s+": `multirail osu` under the same mpirun and rsh agent, rails found from the hosts' NICs with MULTIRAIL_IFNAME=rail, MULTIRAIL_SCHED="+SchedOf(s)+", "+mode+", GOMAXPROCS left to the communicator (it gives each rank its share of the machine's cores: 1), busy polling for the communicator's default 200 us")
 		}
 	}
 	return notes
+}
+
+// collRun is the CollRun between two samples of /proc/stat (cpuErr the
+// errors reading them).
+func collRun(sys, test string, round int, cpu0, cpu1 lab.CPUSample, cpuErr error, ok bool) CollRun {
+	r := CollRun{System: sys, Test: test, Round: round, Seconds: cpu1.At.Sub(cpu0.At).Seconds(), Busy: -1, CPUs: runtime.NumCPU(), OK: ok}
+	if cpuErr == nil && r.Seconds > 0 {
+		r.Busy = (cpu1.Busy - cpu0.Busy).Seconds() / (r.Seconds * float64(r.CPUs))
+	}
+	return r
 }
 
 func randomToken() (string, error) {
@@ -326,6 +436,7 @@ func runOpenMPI(ctx context.Context, o CollOptions, l *lab.Lab, program, sys, te
 // bw's and bibw's bandwidth is also their BusBWBps.
 func parseMROSU(out []byte, program, test string, ranks int) ([]CollResult, error) {
 	var res []CollResult
+	busy := parseBusy(out)
 	for _, line := range strings.Split(string(out), "\n") {
 		r, err := mpi.ParseOSULine(line)
 		if errors.Is(err, mpi.ErrNoResult) {
@@ -338,7 +449,7 @@ func parseMROSU(out []byte, program, test string, ranks int) ([]CollResult, erro
 			return nil, fmt.Errorf("%s %s: result %q is of %s with %d ranks, want %s with %d", program, test, strings.TrimSpace(line), r.Test, r.Ranks, test, ranks)
 		}
 		cr := CollResult{Test: r.Test, Size: r.Size, Ranks: r.Ranks, AvgUs: r.AvgUs, MinUs: r.MinUs, MaxUs: r.MaxUs,
-			BusBWBps: r.BusBWBps, MBs: r.MBs, Iters: r.Iters}
+			BusBWBps: r.BusBWBps, MBs: r.MBs, Iters: r.Iters, Busy: busy[r.Size].machine, RanksBusy: busy[r.Size].ranks}
 		if cr.MBs > 0 && cr.BusBWBps == 0 {
 			cr.BusBWBps = cr.MBs * 8e6
 		}
@@ -351,10 +462,10 @@ func parseMROSU(out []byte, program, test string, ranks int) ([]CollResult, erro
 }
 
 func runMultirailOSU(ctx context.Context, o CollOptions, l *lab.Lab, token string, n int, sys, test string) ([]CollResult, error) {
-	scheduler := strings.TrimPrefix(sys, MultirailPrefix)
-	if !slices.Contains(sched.Names(), scheduler) {
+	if !IsMultirail(sys) {
 		return nil, &UnknownSystemError{Item: sys}
 	}
+	scheduler := SchedOf(sys)
 	hosts := ranksOf(l, test)
 	nets, devs := railNets(l)
 	// The same launch as Open MPI's (mpi.CollArgs without the MPI
@@ -370,6 +481,9 @@ func runMultirailOSU(ctx context.Context, o CollOptions, l *lab.Lab, token strin
 	for _, kv := range []string{"MULTIRAIL_IFNAME=rail", "MULTIRAIL_RDZV=tcp://" + hosts[0] + ":" + strconv.Itoa(port),
 		"MULTIRAIL_TOKEN=" + token, "MULTIRAIL_SCHED=" + scheduler} {
 		argv = append(argv, "-x", kv)
+	}
+	if IsPlaintext(sys) {
+		argv = append(argv, "-x", "MULTIRAIL_PLAINTEXT=1")
 	}
 	argv = append(argv, o.Exe, "osu", test, "--json", "--sizes", mpi.JoinSizes(o.Plan.Sizes),
 		"--iters", strconv.Itoa(o.Plan.Iters), "--warmup", strconv.Itoa(o.Plan.Warmup))

@@ -65,19 +65,22 @@ func GlooAvailable(ctx context.Context) (version string, err error) {
 	return strings.TrimSpace(stdout.String()), nil
 }
 
-// GlooFiles are gloo_osu.py and scripts/torchrun-wrapper.py written where
-// every host of a lab reads them.
+// GlooFiles are gloo_osu.py, ddp_bench.py and scripts/torchrun-wrapper.py
+// written where every host of a lab reads them.
 type GlooFiles struct {
-	Program, Wrapper string
+	Program, DDP, Wrapper string
 }
 
-// WriteGlooFiles writes GlooOSUSource and the torchrun wrapper into dir,
-// each as NAME-HASH.py (HASH the start of its SHA-256) unless it is
-// there already.
+// WriteGlooFiles writes GlooOSUSource, DDPBenchSource and the torchrun
+// wrapper into dir, each as NAME-HASH.py (HASH the start of its SHA-256)
+// unless it is there already.
 func WriteGlooFiles(dir string) (GlooFiles, error) {
 	var f GlooFiles
 	var err error
 	if f.Program, err = writeCached(dir, "gloo_osu", ".py", GlooOSUSource); err != nil {
+		return f, err
+	}
+	if f.DDP, err = writeCached(dir, "ddp_bench", ".py", DDPBenchSource); err != nil {
 		return f, err
 	}
 	if f.Wrapper, err = writeCached(dir, "torchrun-wrapper", ".py", scripts.TorchrunWrapper); err != nil {
@@ -120,9 +123,10 @@ func writeCached(dir, name, ext string, data []byte) (string, error) {
 	return path, nil
 }
 
-// GlooJob is one gloo_osu.py run across the hosts of a lab: one torchrun
-// per host, every one started by Open MPI's mpirun (from Hosts[0]) with
-// the lab's rsh agent, its node rank mpirun's rank.
+// GlooJob is one run of a torch program (gloo_osu.py, ddp_bench.py)
+// across the hosts of a lab: one torchrun per host, every one started by
+// Open MPI's mpirun (from Hosts[0]) with the lab's rsh agent, its node
+// rank mpirun's rank.
 type GlooJob struct {
 	// Hosts are the namespace names of ranks 0, 1, ...; they double as
 	// host names. RshAgent and OOBNet are as in mpi.CollJob.
@@ -130,11 +134,22 @@ type GlooJob struct {
 	RshAgent string
 	OOBNet   string
 	// RailDevs are GLOO_SOCKET_IFNAME: Gloo makes one device (a full
-	// mesh of TCP pairs) per interface.
+	// mesh of TCP pairs) per interface. Empty: no GLOO_SOCKET_IFNAME
+	// (the multirail backend finds its rails from MULTIRAIL_IFNAME in
+	// Env).
 	RailDevs []string
+	// Env are further KEY=VALUE passed to every rank with mpirun -x,
+	// after GlooEnv.
+	Env []string
 	// Python runs Wrapper (scripts/torchrun-wrapper.py), which runs
-	// torchrun; Program is gloo_osu.py.
+	// torchrun; Program is gloo_osu.py or ddp_bench.py.
 	Python, Wrapper, Program string
+	// Args, when not nil, are Program's arguments (ddp_bench.py's), in
+	// place of gloo_osu.py's below.
+	Args []string
+	// Backend is gloo_osu.py's --backend; "" (gloo, without the flag)
+	// or "multirail".
+	Backend string
 	// Port is where torchrun's c10d rendezvous listens on Hosts[0];
 	// RunID names the rendezvous.
 	Port  int
@@ -163,15 +178,19 @@ var GlooEnv = []string{"OMP_NUM_THREADS=1"}
 
 // GlooArgs is the mpirun command line of j (argv, "mpirun" first): as
 // mpi.LaunchArgs starts a program on every host, with
-// GLOO_SOCKET_IFNAME=<RailDevs> and GlooEnv, each rank runs
+// GLOO_SOCKET_IFNAME=<RailDevs> (if any), GlooEnv and Env, each rank runs
 //
 //	sh -c glooShell Python Wrapper --node_rank $OMPI_COMM_WORLD_RANK --nnodes N
 //	  --nproc_per_node 1 --rdzv_backend c10d --rdzv_endpoint Hosts[0]:Port
-//	  --rdzv_id RunID ... Program [--validate] Test SIZES ITERS WARMUP
+//	  --rdzv_id RunID ... Program [--backend B] [--validate] Test SIZES ITERS WARMUP
+//
+// or Program Args.
 func GlooArgs(j GlooJob) []string {
 	args := mpi.LaunchArgs(mpi.CollJob{Hosts: j.Hosts, RshAgent: j.RshAgent, OOBNet: j.OOBNet})
-	args = append(args, "-x", "GLOO_SOCKET_IFNAME="+strings.Join(j.RailDevs, ","))
-	for _, kv := range GlooEnv {
+	if len(j.RailDevs) > 0 {
+		args = append(args, "-x", "GLOO_SOCKET_IFNAME="+strings.Join(j.RailDevs, ","))
+	}
+	for _, kv := range slices.Concat(GlooEnv, j.Env) {
 		args = append(args, "-x", kv)
 	}
 	args = append(args, "sh", "-c", glooShell, j.Python, j.Wrapper,
@@ -179,6 +198,12 @@ func GlooArgs(j GlooJob) []string {
 		"--rdzv_backend", "c10d", "--rdzv_endpoint", j.Hosts[0]+":"+strconv.Itoa(j.Port), "--rdzv_id", j.RunID,
 		"--rdzv_conf", "join_timeout=120", "--max_restarts", "0", "--monitor_interval", glooMonitorInterval,
 		j.Program)
+	if j.Args != nil {
+		return append(args, j.Args...)
+	}
+	if j.Backend != "" && j.Backend != Gloo {
+		args = append(args, "--backend", j.Backend)
+	}
 	return append(args, mpi.OSUArgs(j.Validate, j.Test, j.Sizes, j.Iters, j.Warmup)...)
 }
 
@@ -213,7 +238,7 @@ func glooFailure(test, stderr string) *GlooError {
 	var first string
 	for _, line := range strings.Split(stderr, "\n") {
 		if m, ok := strings.CutPrefix(strings.TrimSpace(line), "gloo_osu: "); ok {
-			if strings.Contains(m, "gloo backend cannot run it") {
+			if strings.Contains(m, " backend cannot run it") {
 				return &GlooError{Test: test, Unsupported: true, Msg: m}
 			}
 			if first == "" {
@@ -227,34 +252,74 @@ func glooFailure(test, stderr string) *GlooError {
 	return &GlooError{Test: test, Msg: first}
 }
 
-// runGloo runs gloo_osu.py's test on the lab's hosts (ranksOf), the n-th
-// run of the bench.
-func runGloo(ctx context.Context, o CollOptions, l *lab.Lab, files GlooFiles, token string, n int, test string) ([]CollResult, error) {
-	hosts := ranksOf(l, test)
+// torchJob is the GlooJob of system sys (gloo or torch-multirail*) on
+// the lab's hosts for test, the n-th run of the bench: gloo_osu.py with
+// the OSU tests, ddp_bench.py with DDPTest.
+func torchJob(o CollOptions, l *lab.Lab, files GlooFiles, tm TorchSetup, token string, n int, sys, test string) GlooJob {
 	_, devs := railNets(l)
-	j := GlooJob{Hosts: hosts, RshAgent: o.Exe + " lab rsh", OOBNet: lab.CtlNet(), RailDevs: devs,
+	return torchJobOn(o, ranksOf(l, test), devs, files, tm, token, n, sys, test)
+}
+
+// torchJobOn is torchJob on hosts with rails devs.
+func torchJobOn(o CollOptions, hosts, devs []string, files GlooFiles, tm TorchSetup, token string, n int, sys, test string) GlooJob {
+	j := GlooJob{Hosts: hosts, RshAgent: o.Exe + " lab rsh", OOBNet: lab.CtlNet(),
 		Python: GlooPython, Wrapper: files.Wrapper, Program: files.Program,
 		Port: rdzvPort + n%400, RunID: fmt.Sprintf("mrosu-%.8s-%d", token, n),
 		Test: test, Sizes: o.Plan.Sizes, Iters: o.Plan.Iters, Warmup: o.Plan.Warmup, Validate: o.Plan.Validate}
-	stdout, stderr, err := execMPIRun(ctx, o, hosts[0], GlooArgs(j))
+	backend := Gloo
+	if sys == Gloo {
+		j.RailDevs = devs
+	} else {
+		backend = "multirail"
+		j.Backend, j.Python, j.Env = backend, tm.Python, slices.Concat(tm.Env, TorchMultirailEnv(sys))
+	}
+	if test == DDPTest {
+		j.Program, j.Args = files.DDP, o.Plan.DDPArgs(backend)
+	}
+	return j
+}
+
+// runGloo runs gloo_osu.py's test (or ddp_bench.py) with system sys
+// (gloo, torch-multirail*) on the lab's hosts (ranksOf), the n-th run of
+// the bench.
+func runGloo(ctx context.Context, o CollOptions, l *lab.Lab, files GlooFiles, tm TorchSetup, token string, n int, sys, test string) ([]CollResult, error) {
+	j := torchJob(o, l, files, tm, token, n, sys, test)
+	stdout, stderr, err := execMPIRun(ctx, o, j.Hosts[0], GlooArgs(j))
+	program := "gloo_osu"
+	if test == DDPTest {
+		program = "ddp_bench"
+	}
 	if err != nil {
-		if ge := glooFailure(test, string(stderr)); ge != nil && ctx.Err() == nil {
-			return nil, ge
+		if ctx.Err() == nil {
+			if test == DDPTest {
+				if m := ddpFailure(string(stderr)); m != "" {
+					return nil, errors.New("ddp_bench " + m)
+				}
+			} else if ge := glooFailure(test, string(stderr)); ge != nil {
+				return nil, ge
+			}
 		}
 		return nil, err
 	}
-	if err := checkGlooHosts(stdout, hosts); err != nil {
+	if err := checkGlooHosts(stdout, j.Hosts, program); err != nil {
 		return nil, err
 	}
-	return parseMROSU(stdout, "gloo_osu", test, len(hosts))
+	if test == DDPTest {
+		r, err := parseDDP(stdout, len(j.Hosts))
+		if err != nil {
+			return nil, err
+		}
+		return []CollResult{r}, nil
+	}
+	return parseMROSU(stdout, program, test, len(j.Hosts))
 }
 
-// checkGlooHosts checks gloo_osu.py's line "# gloo_osu: hosts of ranks
-// 0..N-1: H0 H1 ...;" in out: every host of hosts has one rank. (torchrun's
-// c10d rendezvous gives the ranks out itself, in the order of the hosts'
-// names, whatever --node_rank says.)
-func checkGlooHosts(out []byte, hosts []string) error {
-	const prefix = "# gloo_osu: hosts of ranks "
+// checkGlooHosts checks the line "# PROGRAM: hosts of ranks 0..N-1: H0 H1
+// ...;" of gloo_osu.py or ddp_bench.py (program) in out: every host of
+// hosts has one rank. (torchrun's c10d rendezvous gives the ranks out
+// itself, in the order of the hosts' names, whatever --node_rank says.)
+func checkGlooHosts(out []byte, hosts []string, program string) error {
+	prefix := "# " + program + ": hosts of ranks "
 	for _, line := range strings.Split(string(out), "\n") {
 		rest, ok := strings.CutPrefix(line, prefix)
 		if !ok {
@@ -265,9 +330,9 @@ func checkGlooHosts(out []byte, hosts []string) error {
 		got := strings.Fields(list)
 		sorted, want := slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(hosts))
 		if !slices.Equal(sorted, want) {
-			return fmt.Errorf("gloo_osu: ranks 0..%d ran on hosts %s, want one on each of %s", len(got)-1, strings.Join(got, " "), strings.Join(hosts, " "))
+			return fmt.Errorf("%s: ranks 0..%d ran on hosts %s, want one on each of %s", program, len(got)-1, strings.Join(got, " "), strings.Join(hosts, " "))
 		}
 		return nil
 	}
-	return fmt.Errorf("gloo_osu printed no line %q...: %s", prefix, lastLines(string(out), 8))
+	return fmt.Errorf("%s printed no line %q...: %s", program, prefix, lastLines(string(out), 8))
 }

@@ -1,15 +1,19 @@
 """gloo_osu.py - OSU-style benchmarks for PyTorch's torch.distributed with
-the gloo backend, measured exactly as `multirail osu` measures its
+the gloo backend (or, with --backend multirail, multirail's backend for
+torch), measured exactly as `multirail osu` measures its
 communicator (comm/osu: tests.go, run.go, report.go) and as mrosu
 (lab/mpi/src/mrosu.c) measures Open MPI, so that Gloo's numbers can be set
 beside theirs. multirail's lab bench embeds it (lab/labbench/gloo.go) and
 runs it under torchrun, one process per host.
 
-  torchrun ... gloo_osu.py [--validate] TEST SIZES [ITERS [WARMUP]]
+  torchrun ... gloo_osu.py [--validate] [--backend gloo|multirail] TEST SIZES [ITERS [WARMUP]]
   python3 gloo_osu.py --plan TEST SIZES [ITERS [WARMUP]]
 
 Every process is one rank of the default process group (env://, as torchrun
-sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT), backend gloo. TEST is
+sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT), backend gloo (the
+default; GLOO_SOCKET_IFNAME says which NICs) or multirail (`import
+multirail.torch` registers it; MULTIRAIL_IFNAME, MULTIRAIL_PLAINTEXT and the
+communicator's other variables apply). TEST is
 one of
   latency         after a barrier of every rank, ranks 0 and 1 ping-pong
                   SIZE bytes (dist.send, dist.recv; the others wait); each
@@ -49,10 +53,16 @@ torch: "PLAN TEST SIZE ITERS WARMUP" lines.
 Rank 0 prints, on stdout, header lines starting with '#' and one line per
 size, as mrosu does:
   MROSU TEST RANKS SIZE AVG_US MIN_US MAX_US BUSBW_BPS MB_S ITERS WARMUP
+each after a line "# gloo_osu: busy SIZE SHARE RANKS": the machine's busy
+CPU share while that size ran (from /proc/stat, user+nice+system+irq+softirq
+of all CPUs over wall time x CPUs; -1 where /proc/stat cannot be read) and
+the share the ranks' own processes used (every rank's user+system time,
+all its threads, summed over the ranks, over rank 0's wall time x CPUs).
 Errors are one line on stderr starting "gloo_osu: ". Exit status: 2 for bad
-arguments (rank 0 says why), 3 for a test this torch's gloo backend cannot
-run (every rank fails its first call alike; rank 0 says why), 4 when torch
-cannot be imported, 1 for a validation failure or any other error.
+arguments (rank 0 says why), 3 for a test this torch's backend cannot run
+(every rank fails its first call alike; rank 0 says why), 4 when torch (or
+the backend) cannot be imported, 1 for a validation failure or any other
+error.
 """
 
 import datetime
@@ -73,13 +83,16 @@ LARGE_SIZE = 1 << 20
 MAX_ITERS = 1000000
 
 # What every rank contributes to a size's row: avg, min, max, bytes, secs,
-# first bad element (-1 if none).
-GATHERED = 6
+# first bad element (-1 if none), CPU seconds the process used.
+GATHERED = 7
 
 # How long one gloo call (and the rendezvous) may take, in seconds.
 TIMEOUT = 300
 
 LATENCY, BW, BIBW, COLL = "latency", "bw", "bibw", "coll"
+
+# The backends --backend takes.
+BACKENDS = ("gloo", "multirail")
 
 
 class Test:
@@ -107,7 +120,7 @@ class Usage(Exception):
 
 
 class Unsupported(Exception):
-    """A test this torch's gloo backend cannot run."""
+    """A test this torch's backend cannot run."""
 
 
 class Plan:
@@ -118,6 +131,7 @@ class Plan:
         self.warmup = 0
         self.validate = False
         self.dry = False
+        self.backend = "gloo"
 
 
 # ---- arguments (mrosu's parse) ----
@@ -175,16 +189,26 @@ def parse(args, nranks):
     p = Plan()
     a = 0
     while a < len(args) and args[a].startswith("--"):
+        name, eq, val = args[a].partition("=")
         if args[a] == "--validate":
             p.validate = True
         elif args[a] == "--plan":
             p.dry = True
+        elif name == "--backend":
+            if not eq:
+                if a + 1 >= len(args):
+                    raise Usage(f"--backend needs a value; allowed: {', '.join(BACKENDS)}")
+                a += 1
+                val = args[a]
+            if val not in BACKENDS:
+                raise Usage(f'--backend "{val}": unknown backend; allowed: {", ".join(BACKENDS)}')
+            p.backend = val
         else:
-            raise Usage(f'unknown option "{args[a]}"; allowed: --validate, --plan')
+            raise Usage(f'unknown option "{args[a]}"; allowed: --validate, --backend gloo|multirail, --plan')
         a += 1
     rest = args[a:]
     if len(rest) < 2 or len(rest) > 4:
-        raise Usage(f"usage: gloo_osu [--validate] TEST SIZES [ITERS [WARMUP]], got {len(rest)} arguments; TEST one of {NAMES}")
+        raise Usage(f"usage: gloo_osu [--validate] [--backend gloo|multirail] TEST SIZES [ITERS [WARMUP]], got {len(rest)} arguments; TEST one of {NAMES}")
     name, spec = rest[0], rest[1]
     for t in TESTS:
         if t.name == name:
@@ -283,6 +307,7 @@ class Measure:
         self.avg = self.min = self.max = 0.0  # microseconds
         self.bytes = self.secs = 0.0  # bw, bibw
         self.bad = -1
+        self.cpu = 0.0  # seconds of CPU this process used (all threads)
         self.bad_iter = 0
         self.got = self.want = ""
 
@@ -560,12 +585,13 @@ def alg_bytes(name, size, n):
     return float(size) * n if name in ("allgather", "alltoall") else float(size)
 
 
-def combine(env, p, size, iters, warmup, m):
-    """gathers every rank's measurement; rank 0 prints the row. It returns
+def combine(env, p, size, iters, warmup, m, busy=None):
+    """gathers every rank's measurement; rank 0 prints the row (after the
+    busy line, when busy is (machine share, wall seconds)). It returns
     True on every rank if any rank found a wrong value."""
     torch, dist = env.torch, env.dist
     n, t = env.size, p.test
-    mine = torch.tensor([m.avg, m.min, m.max, m.bytes, m.secs, float(m.bad)], dtype=torch.float64)
+    mine = torch.tensor([m.avg, m.min, m.max, m.bytes, m.secs, float(m.bad), m.cpu], dtype=torch.float64)
     every = torch.empty(n * GATHERED, dtype=torch.float64)
     dist.all_gather(list(every.view(n, GATHERED).unbind(0)), mine)
     a = every.tolist()
@@ -574,6 +600,10 @@ def combine(env, p, size, iters, warmup, m):
             err(f"{t.name}: validation failed on rank {env.rank} at size {size}: element {m.bad} "
                 f"(iteration {m.bad_iter}) = {m.got}, want {m.want}")
         return True
+    if env.rank == 0 and busy is not None:
+        share, wall = busy
+        ranks = sum(a[GATHERED * r + 6] for r in range(n)) / (wall * (os.cpu_count() or 1)) if wall > 0 else -1.0
+        print("# gloo_osu: busy %d %.3f %.3f" % (size, share, ranks), flush=True)
     if env.rank == 0:
         busbw = mbs = 0.0
         if t.kind != COLL:  # rank 0 measured
@@ -594,6 +624,44 @@ def combine(env, p, size, iters, warmup, m):
 
 def err(msg):
     print("gloo_osu: " + msg, file=sys.stderr, flush=True)
+
+
+def read_busy():
+    """the machine's busy CPU time in seconds (lab/cpu.go's
+    ParseProcStat), None if /proc/stat cannot be read."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        if fields[0] != "cpu":
+            return None
+        try:
+            hz = os.sysconf("SC_CLK_TCK")
+        except (ValueError, OSError):
+            hz = 100
+        return sum(int(fields[i]) for i in (1, 2, 3, 6, 7)) / hz
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cpu_seconds():
+    """user+system CPU time of this process, all its threads."""
+    t = os.times()
+    return t.user + t.system
+
+
+def busy_share(b0, w0, b1, w1):
+    """the busy share of all CPUs between two read_busy()s at wall times
+    w0 and w1; -1 if unknown."""
+    if b0 is None or b1 is None or w1 <= w0:
+        return -1.0
+    return (b1 - b0) / ((w1 - w0) * (os.cpu_count() or 1))
+
+
+def interfaces(backend):
+    if backend == "gloo":
+        return "GLOO_SOCKET_IFNAME=" + os.environ.get("GLOO_SOCKET_IFNAME", "")
+    return "MULTIRAIL_IFNAME=" + os.environ.get("MULTIRAIL_IFNAME", "") + \
+        " MULTIRAIL_PLAINTEXT=" + os.environ.get("MULTIRAIL_PLAINTEXT", "")
 
 
 class Env:
@@ -633,36 +701,45 @@ def main(argv):
     except ImportError as e:
         err(f"cannot import torch with {sys.executable} ({e}); install python3-torch")
         return 4
-    if not dist.is_available() or not dist.is_gloo_available():
+    if p.backend == "multirail":
+        try:
+            import multirail.torch  # noqa: F401 - registers the backend
+        except Exception as e:  # noqa: BLE001 - any failure to load the library
+            err(f"cannot import multirail.torch with {sys.executable} ({type(e).__name__}: {e}); "
+                "build it with sh scripts/build-python.sh and run .venv/bin/python")
+            return 4
+    elif not dist.is_available() or not dist.is_gloo_available():
         err(f"torch {torch.__version__} has no torch.distributed with the gloo backend")
         return 4
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=TIMEOUT))
+    dist.init_process_group(p.backend, timeout=datetime.timedelta(seconds=TIMEOUT))
     env = Env(torch, dist, np)
     t = p.test
     hosts = [None] * env.size
     dist.all_gather_object(hosts, socket.gethostname())
     if env.rank == 0:
-        title = f"# gloo_osu: OSU-style {t.title} Test (torch {torch.__version__}, gloo), ranks {env.size}"
+        title = f"# gloo_osu: OSU-style {t.title} Test (torch {torch.__version__}, {p.backend}), ranks {env.size}"
         if t.elem:
             title += f", datatype {t.elem}"
         print(title + (", validated" if p.validate else ""))
-        print(f"# gloo_osu: hosts of ranks 0..{env.size - 1}: {' '.join(hosts)}; "
-              f"GLOO_SOCKET_IFNAME={os.environ.get('GLOO_SOCKET_IFNAME', '')}")
+        print(f"# gloo_osu: hosts of ranks 0..{env.size - 1}: {' '.join(hosts)}; {interfaces(p.backend)}")
         print("# MROSU test ranks size avg_us min_us max_us busbw_bps mb_s iters warmup", flush=True)
     status = 0
     try:
         for size in p.sizes:
             iters, warmup = iters_for(p, size)
             m = Measure()
+            b0, w0, c0 = read_busy(), time.perf_counter(), cpu_seconds()
             RUNNERS[t.kind](env, p, size, iters, warmup, m)
-            if combine(env, p, size, iters, warmup, m):
+            b1, w1 = read_busy(), time.perf_counter()
+            m.cpu = cpu_seconds() - c0
+            if combine(env, p, size, iters, warmup, m, (busy_share(b0, w0, b1, w1), w1 - w0)):
                 status = 1
                 break
         # Every rank is done measuring before anyone leaves.
         dist.barrier()
     except Unsupported as e:
         if env.rank == 0:
-            err(f"{t.name}: torch {torch.__version__}'s gloo backend cannot run it: {e}")
+            err(f"{t.name}: torch {torch.__version__}'s {p.backend} backend cannot run it: {e}")
         return 3
     dist.destroy_process_group()
     return status

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -117,7 +118,7 @@ func writeGloo(t *testing.T) GlooFiles {
 	if err != nil || again != f {
 		t.Fatalf("second WriteGlooFiles: %+v, %v; want %+v", again, err, f)
 	}
-	for path, want := range map[string][]byte{f.Program: GlooOSUSource, f.Wrapper: scripts.TorchrunWrapper} {
+	for path, want := range map[string][]byte{f.Program: GlooOSUSource, f.DDP: DDPBenchSource, f.Wrapper: scripts.TorchrunWrapper} {
 		got, err := os.ReadFile(path)
 		if err != nil || !bytes.Equal(got, want) || filepath.Dir(path) != dir {
 			t.Fatalf("%s: %v (%d bytes, want %d)", path, err, len(got), len(want))
@@ -177,7 +178,7 @@ func TestGlooOSUBadArgs(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"allreduce"}, "gloo_osu: usage: gloo_osu [--validate] TEST SIZES [ITERS [WARMUP]], got 1 arguments; TEST one of latency, bw, bibw, barrier, bcast, allreduce, allgather, reduce-scatter, alltoall"},
+		{[]string{"allreduce"}, "gloo_osu: usage: gloo_osu [--validate] [--backend gloo|multirail] TEST SIZES [ITERS [WARMUP]], got 1 arguments; TEST one of latency, bw, bibw, barrier, bcast, allreduce, allgather, reduce-scatter, alltoall"},
 		{[]string{"allredux", "4"}, `gloo_osu: unknown test "allredux"; allowed: latency, bw, bibw, barrier, bcast, allreduce, allgather, reduce-scatter, alltoall`},
 		{[]string{"allreduce", "4,1k"}, `gloo_osu: SIZES "4,1k": "1k" is not a size in bytes; allowed: comma-separated sizes 1..67108864 or MIN:MAX ranges`},
 		{[]string{"allreduce", "67108865"}, `gloo_osu: SIZES "67108865": size 67108865 is out of range: allowed 1..67108864 bytes`},
@@ -187,7 +188,10 @@ func TestGlooOSUBadArgs(t *testing.T) {
 		{[]string{"bw", "16777217"}, `gloo_osu: SIZES "16777217": 16777217 bytes is too large for bw, which has 64 messages in flight: allowed up to 16777216`},
 		{[]string{"allreduce", "4", "-1"}, `gloo_osu: ITERS "-1" is out of range: allowed 1..1000000, or 0 for the defaults by size`},
 		{[]string{"allreduce", "4", "10", "x"}, `gloo_osu: WARMUP "x" is out of range: allowed 1..1000000, or 0 for the defaults by size`},
-		{[]string{"--fast", "allreduce", "4"}, `gloo_osu: unknown option "--fast"; allowed: --validate, --plan`},
+		{[]string{"--fast", "allreduce", "4"}, `gloo_osu: unknown option "--fast"; allowed: --validate, --backend gloo|multirail, --plan`},
+		{[]string{"--backend", "nccl", "allreduce", "4"}, `gloo_osu: --backend "nccl": unknown backend; allowed: gloo, multirail`},
+		{[]string{"--backend=mpi", "allreduce", "4"}, `gloo_osu: --backend "mpi": unknown backend; allowed: gloo, multirail`},
+		{[]string{"--backend"}, `gloo_osu: --backend needs a value; allowed: gloo, multirail`},
 		{[]string{"latency", "4"}, "gloo_osu: latency needs at least 2 ranks; this job has 1"},
 	} {
 		cmd := exec.Command(py, append([]string{prog}, tc.args...)...)
@@ -255,10 +259,11 @@ Primary job  terminated normally, but 1 process returned a non-zero exit code.`
 }
 
 func TestParseMROSU(t *testing.T) {
-	out := "# gloo_osu: header\nMROSU allreduce 3 8 10.000 9.000 11.000 6400000.0 0.000 5 1\nsome noise\n" +
-		"MROSU allreduce 3 4096 100.000 90.000 110.000 1.0 0.000 5 1\n"
+	out := "# gloo_osu: header\n# gloo_osu: busy 8 0.412 0.300\nMROSU allreduce 3 8 10.000 9.000 11.000 6400000.0 0.000 5 1\nsome noise\n" +
+		"# gloo_osu: busy 4096 -1.000 0.2\nMROSU allreduce 3 4096 100.000 90.000 110.000 1.0 0.000 5 1\n"
 	res, err := parseMROSU([]byte(out), "gloo_osu", "allreduce", 3)
-	if err != nil || len(res) != 2 || res[0] != (CollResult{Test: "allreduce", Size: 8, Ranks: 3, AvgUs: 10, MinUs: 9, MaxUs: 11, BusBWBps: 6.4e6, Iters: 5}) {
+	if err != nil || len(res) != 2 || !reflect.DeepEqual(res[0], CollResult{Test: "allreduce", Size: 8, Ranks: 3, AvgUs: 10, MinUs: 9, MaxUs: 11, BusBWBps: 6.4e6, Iters: 5, Busy: 0.412, RanksBusy: 0.3}) ||
+		res[1].Busy != 0 || res[1].RanksBusy != 0.2 {
 		t.Errorf("%+v, %v", res, err)
 	}
 	if res, err := parseMROSU([]byte("MROSU bw 2 4096 1.000 1.000 1.000 0.0 100.000 5 1\n"), "mrosu", "bw", 2); err != nil || res[0].BusBWBps != 800e6 {
@@ -386,7 +391,7 @@ func TestGlooOSURanks(t *testing.T) {
 	if !strings.HasPrefix(stdout, "# gloo_osu: OSU-style Allreduce Latency Test (torch ") || !strings.Contains(stdout, ", gloo), ranks 2, datatype float32, validated\n") {
 		t.Errorf("header:\n%s", stdout)
 	}
-	if err := checkGlooHosts([]byte(stdout), []string{hostname(t), hostname(t)}); err != nil {
+	if err := checkGlooHosts([]byte(stdout), []string{hostname(t), hostname(t)}, "gloo_osu"); err != nil {
 		t.Error(err)
 	}
 	res, err := parseMROSU([]byte(stdout), "gloo_osu", "allreduce", 2)
@@ -506,7 +511,7 @@ func TestCheckGlooHosts(t *testing.T) {
 		{"# gloo_osu: hosts of ranks 0..2: mrch0 mrch0 mrch2; GLOO_SOCKET_IFNAME=\n", "gloo_osu: ranks 0..2 ran on hosts mrch0 mrch0 mrch2, want one on each of mrch0 mrch1 mrch2"},
 		{"MROSU allreduce 3 8 1 1 1 1 0 5 1\n", `gloo_osu printed no line "# gloo_osu: hosts of ranks "`},
 	} {
-		err := checkGlooHosts([]byte(tc.out), hosts)
+		err := checkGlooHosts([]byte(tc.out), hosts, "gloo_osu")
 		if (err == nil) != (tc.err == "") || (err != nil && !strings.HasPrefix(err.Error(), tc.err)) {
 			t.Errorf("%q: %v, want %q", tc.out, err, tc.err)
 		}

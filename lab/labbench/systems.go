@@ -22,8 +22,18 @@ const (
 	OpenMPIWeighted = "openmpi-weighted"
 	// Gloo is torch.distributed with the gloo backend, a system of the
 	// collective bench only.
-	Gloo            = "gloo"
-	MultirailPrefix = "multirail-"
+	Gloo = "gloo"
+	// TorchMultirail is torch.distributed with multirail's backend
+	// (python/multirail over the C ABI), sealed frames;
+	// TorchMultirailPlaintext the same with MULTIRAIL_PLAINTEXT=1.
+	// Systems of the collective bench only.
+	TorchMultirail          = "torch-multirail"
+	TorchMultirailPlaintext = TorchMultirail + PlaintextSuffix
+	MultirailPrefix         = "multirail-"
+	// PlaintextSuffix after multirail-<sched> (collective bench only)
+	// runs `multirail osu` with MULTIRAIL_PLAINTEXT=1: frames in clear,
+	// as Gloo's and Open MPI's are.
+	PlaintextSuffix = "-plaintext"
 )
 
 // The groups Expand takes besides the systems' names.
@@ -31,6 +41,8 @@ const (
 	GroupAll       = "all"
 	GroupOpenMPI   = "openmpi"
 	GroupMultirail = "multirail"
+	// GroupTorch is gloo, torch-multirail and torch-multirail-plaintext.
+	GroupTorch = "torch"
 )
 
 // Errors of Expand and Lookup.
@@ -71,8 +83,9 @@ func (e *UnavailableError) Unwrap() []error { return []error{ErrUnavailable, e.E
 
 // Allowed lists what Expand takes, for messages.
 func Allowed() string {
-	return fmt.Sprintf("%s, %s, %s, %s, %s, %s, %s (collective bench), %s, %s<sched> with sched one of %s",
-		GroupAll, TCPPerRail, MPTCP, GroupOpenMPI, OpenMPIDefault, OpenMPIWeighted, Gloo, GroupMultirail, MultirailPrefix, strings.Join(sched.Names(), ", "))
+	return fmt.Sprintf("%s, %s, %s, %s, %s, %s, %s, %s, %s, %s (these four: collective bench), %s, %s<sched>[%s] with sched one of %s (%s: collective bench)",
+		GroupAll, TCPPerRail, MPTCP, GroupOpenMPI, OpenMPIDefault, OpenMPIWeighted, GroupTorch, Gloo, TorchMultirail, TorchMultirailPlaintext,
+		GroupMultirail, MultirailPrefix, PlaintextSuffix, strings.Join(sched.Names(), ", "), PlaintextSuffix)
 }
 
 // Skip is a system that was not run, and why.
@@ -89,12 +102,16 @@ type ExpandOptions struct {
 	// mpirun starts, cannot run then either.
 	MPI error
 	// Coll expands for the collective bench, where the group all also
-	// brings in gloo. Elsewhere only a gloo named brings it in (and the
-	// caller turns it down).
+	// brings in gloo and torch-multirail. Elsewhere only those named bring
+	// them in (and the caller turns them down; IsCollOnly).
 	Coll bool
 	// Gloo, when set, says why gloo cannot run (nil if it can); Expand
 	// calls it once, and only when gloo is among the systems.
 	Gloo func() error
+	// TorchMultirail, when set, says why torch-multirail (and its
+	// plaintext twin) cannot run (nil if it can); called once, only when
+	// one of them is among the systems.
+	TorchMultirail func() error
 }
 
 // Expand turns items (system names and the groups all, openmpi and
@@ -121,9 +138,14 @@ func Expand(items []string, o ExpandOptions) ([]string, []Skip, error) {
 		case item == GroupAll:
 			out = append(out, TCPPerRail, MPTCP, OpenMPIDefault, OpenMPIWeighted)
 			if o.Coll {
-				out = append(out, Gloo)
+				out = append(out, Gloo, TorchMultirail)
 			}
 			out = append(out, multi()...)
+		case item == GroupTorch:
+			out = append(out, Gloo, TorchMultirail, TorchMultirailPlaintext)
+		case item == TorchMultirail || item == TorchMultirailPlaintext:
+			out = append(out, item)
+			explicit[item] = true
 		case item == TCPPerRail || item == MPTCP:
 			out = append(out, item)
 		case item == GroupOpenMPI:
@@ -134,7 +156,7 @@ func Expand(items []string, o ExpandOptions) ([]string, []Skip, error) {
 			explicit[item] = true
 		case item == GroupMultirail:
 			out = append(out, multi()...)
-		case strings.HasPrefix(item, MultirailPrefix) && slices.Contains(sched.Names(), strings.TrimPrefix(item, MultirailPrefix)):
+		case IsMultirail(item):
 			out = append(out, item)
 		default:
 			return nil, nil, &UnknownSystemError{Item: item}
@@ -142,8 +164,8 @@ func Expand(items []string, o ExpandOptions) ([]string, []Skip, error) {
 	}
 	var systems []string
 	var skipped []Skip
-	var glooErr error
-	glooChecked := false
+	var glooErr, torchErr error
+	glooChecked, torchChecked := false, false
 	for _, s := range out {
 		if slices.Contains(systems, s) || slices.ContainsFunc(skipped, func(k Skip) bool { return k.System == s }) {
 			continue
@@ -152,13 +174,18 @@ func Expand(items []string, o ExpandOptions) ([]string, []Skip, error) {
 		switch {
 		case IsMPI(s):
 			why = o.MPI
-		case s == Gloo && o.MPI != nil:
-			why = fmt.Errorf("gloo is started by Open MPI's mpirun: %w", o.MPI)
+		case IsTorch(s) && o.MPI != nil:
+			why = fmt.Errorf("%s is started by Open MPI's mpirun: %w", s, o.MPI)
 		case s == Gloo && o.Gloo != nil:
 			if !glooChecked {
 				glooErr, glooChecked = o.Gloo(), true
 			}
 			why = glooErr
+		case IsTorch(s) && s != Gloo && o.TorchMultirail != nil:
+			if !torchChecked {
+				torchErr, torchChecked = o.TorchMultirail(), true
+			}
+			why = torchErr
 		}
 		if why != nil {
 			if explicit[s] {
@@ -174,6 +201,45 @@ func Expand(items []string, o ExpandOptions) ([]string, []Skip, error) {
 
 // IsMPI reports whether system is one of the Open MPI systems.
 func IsMPI(system string) bool { return system == OpenMPIDefault || system == OpenMPIWeighted }
+
+// IsTorch reports whether system runs torch.distributed: gloo,
+// torch-multirail or torch-multirail-plaintext.
+func IsTorch(system string) bool {
+	return system == Gloo || system == TorchMultirail || system == TorchMultirailPlaintext
+}
+
+// IsPlaintext reports whether system is a multirail system with frames in
+// clear (torch-multirail-plaintext, multirail-<sched>-plaintext).
+func IsPlaintext(system string) bool {
+	return (system == TorchMultirailPlaintext || IsMultirail(system)) && strings.HasSuffix(system, PlaintextSuffix)
+}
+
+// IsMultirail reports whether system is multirail-<sched> or
+// multirail-<sched>-plaintext (Go-native `multirail osu` in the
+// collective bench).
+func IsMultirail(system string) bool {
+	rest, ok := strings.CutPrefix(system, MultirailPrefix)
+	if !ok {
+		return false
+	}
+	return slices.Contains(sched.Names(), rest) || slices.Contains(sched.Names(), strings.TrimSuffix(rest, PlaintextSuffix))
+}
+
+// SchedOf is the scheduler of multirail-<sched>[-plaintext].
+func SchedOf(system string) string {
+	rest := strings.TrimPrefix(system, MultirailPrefix)
+	if slices.Contains(sched.Names(), rest) {
+		return rest
+	}
+	return strings.TrimSuffix(rest, PlaintextSuffix)
+}
+
+// IsCollOnly reports whether system runs in the collective bench only:
+// the torch systems and multirail-<sched>-plaintext (the two-host bench
+// runs plaintext with the global --plaintext).
+func IsCollOnly(system string) bool {
+	return IsTorch(system) || (IsMultirail(system) && IsPlaintext(system))
+}
 
 // Env is what a System measures on: the lab that is up and the plan.
 type Env struct {

@@ -16,12 +16,14 @@ func TestExpand(t *testing.T) {
 	nS := len(all)
 	noMPI := errors.New("mpi: mpicc and mpirun not found")
 	noTorch := errors.New("gloo: no torch")
+	noBackend := errors.New("torch-multirail: no multirail.torch")
 	for _, tc := range []struct {
 		systems        string
 		scheds         []string
 		mpiErr         error
 		coll           bool
 		glooErr        error
+		torchErr       error
 		want           []string // nil: just check the count
 		count, skipped int
 		err            error
@@ -36,11 +38,21 @@ func TestExpand(t *testing.T) {
 		{systems: "mptcp,all", scheds: []string{"qlearn"}, mpiErr: noMPI, want: []string{"mptcp", "tcp-per-rail", "multirail-qlearn"}, skipped: 2},
 		{systems: "infiniband", scheds: all, err: ErrUnknownSystem},
 		{systems: "multirail-fastest", scheds: all, err: ErrUnknownSystem},
-		// gloo: all brings it in for the collective bench only; without
-		// torch or Open MPI it is skipped, or an error when named.
-		{systems: "all", scheds: []string{"qlearn"}, coll: true, want: []string{"tcp-per-rail", "mptcp", "openmpi-default", "openmpi-weighted", "gloo", "multirail-qlearn"}},
-		{systems: "all", scheds: []string{"qlearn"}, coll: true, glooErr: noTorch, want: []string{"tcp-per-rail", "mptcp", "openmpi-default", "openmpi-weighted", "multirail-qlearn"}, skipped: 1},
-		{systems: "all", scheds: []string{"qlearn"}, coll: true, mpiErr: noMPI, want: []string{"tcp-per-rail", "mptcp", "multirail-qlearn"}, skipped: 3},
+		// gloo and torch-multirail: all brings them in for the collective
+		// bench only; without torch, the backend or Open MPI they are
+		// skipped, or an error when named.
+		{systems: "all", scheds: []string{"qlearn"}, coll: true, want: []string{"tcp-per-rail", "mptcp", "openmpi-default", "openmpi-weighted", "gloo", "torch-multirail", "multirail-qlearn"}},
+		{systems: "all", scheds: []string{"qlearn"}, coll: true, glooErr: noTorch, want: []string{"tcp-per-rail", "mptcp", "openmpi-default", "openmpi-weighted", "torch-multirail", "multirail-qlearn"}, skipped: 1},
+		{systems: "all", scheds: []string{"qlearn"}, coll: true, torchErr: noBackend, want: []string{"tcp-per-rail", "mptcp", "openmpi-default", "openmpi-weighted", "gloo", "multirail-qlearn"}, skipped: 1},
+		{systems: "all", scheds: []string{"qlearn"}, coll: true, mpiErr: noMPI, want: []string{"tcp-per-rail", "mptcp", "multirail-qlearn"}, skipped: 4},
+		{systems: "torch", scheds: all, coll: true, want: []string{"gloo", "torch-multirail", "torch-multirail-plaintext"}},
+		{systems: "torch", scheds: all, coll: true, torchErr: noBackend, want: []string{"gloo"}, skipped: 2},
+		{systems: "torch-multirail-plaintext,multirail-qlearn-plaintext,multirail-qlearn", scheds: all, coll: true,
+			want: []string{"torch-multirail-plaintext", "multirail-qlearn-plaintext", "multirail-qlearn"}},
+		{systems: "torch-multirail", scheds: all, coll: true, torchErr: noBackend, err: ErrUnavailable},
+		{systems: "torch-multirail-plaintext", scheds: all, coll: true, mpiErr: noMPI, err: ErrUnavailable},
+		{systems: "multirail-fastest-plaintext", scheds: all, coll: true, err: ErrUnknownSystem},
+		{systems: "torch-multirail-sealed", scheds: all, coll: true, err: ErrUnknownSystem},
 		{systems: "gloo,openmpi-weighted", scheds: all, coll: true, want: []string{"gloo", "openmpi-weighted"}},
 		{systems: "gloo", scheds: all, want: []string{"gloo"}},
 		{systems: "gloo", scheds: all, coll: true, glooErr: noTorch, err: ErrUnavailable},
@@ -49,10 +61,16 @@ func TestExpand(t *testing.T) {
 		o := ExpandOptions{Scheds: tc.scheds, MPI: tc.mpiErr, Coll: tc.coll}
 		calls := 0
 		o.Gloo = func() error { calls++; return tc.glooErr }
+		torchCalls := 0
+		o.TorchMultirail = func() error { torchCalls++; return tc.torchErr }
 		got, skipped, err := Expand(strings.Split(tc.systems, ","), o)
 		name := fmt.Sprintf("%s (coll %v)", tc.systems, tc.coll)
-		if calls > 1 || (calls == 1) != (tc.mpiErr == nil && (tc.coll && tc.systems == "all" || strings.Contains(tc.systems, "gloo"))) {
+		bringsTorch := tc.coll && tc.systems == "all" || tc.systems == "torch"
+		if calls > 1 || (calls == 1) != (tc.mpiErr == nil && (bringsTorch || strings.Contains(tc.systems, "gloo"))) {
 			t.Errorf("%s: gloo checked %d times", name, calls)
+		}
+		if torchCalls > 1 || (torchCalls == 1) != (tc.mpiErr == nil && (bringsTorch || strings.Contains(tc.systems, "torch-multirail")) && tc.err != ErrUnknownSystem) {
+			t.Errorf("%s: torch-multirail checked %d times", name, torchCalls)
 		}
 		if tc.err != nil {
 			if !errors.Is(err, tc.err) {
@@ -84,7 +102,8 @@ func TestExpand(t *testing.T) {
 		t.Errorf("gloo unavailable: %v", err)
 	}
 	_, skipped, err := Expand([]string{"all"}, ExpandOptions{Coll: true, MPI: noMPI})
-	if err != nil || len(skipped) != 3 || skipped[2].System != "gloo" || !strings.Contains(skipped[2].Reason, "gloo is started by Open MPI's mpirun: mpi: mpicc") {
+	if err != nil || len(skipped) != 4 || skipped[2].System != "gloo" || !strings.Contains(skipped[2].Reason, "gloo is started by Open MPI's mpirun: mpi: mpicc") ||
+		skipped[3].System != "torch-multirail" || !strings.Contains(skipped[3].Reason, "torch-multirail is started by Open MPI's mpirun") {
 		t.Errorf("gloo without Open MPI: %v, %v", skipped, err)
 	}
 	_, _, err = Expand([]string{"nccl"}, ExpandOptions{})
@@ -114,6 +133,34 @@ func TestLookup(t *testing.T) {
 	}
 	if _, err := Lookup("multirail-"); !errors.Is(err, ErrUnknownSystem) {
 		t.Errorf("Lookup(multirail-): %v", err)
+	}
+}
+
+func TestSystemKinds(t *testing.T) {
+	for _, tc := range []struct {
+		sys                                        string
+		torch, plaintext, multirail, collOnly, mpi bool
+		sched                                      string
+	}{
+		{sys: "gloo", torch: true, collOnly: true},
+		{sys: "torch-multirail", torch: true, collOnly: true},
+		{sys: "torch-multirail-plaintext", torch: true, plaintext: true, collOnly: true},
+		{sys: "multirail-qlearn", multirail: true, sched: "qlearn"},
+		{sys: "multirail-qlearn-plaintext", multirail: true, plaintext: true, collOnly: true, sched: "qlearn"},
+		{sys: "multirail-roundrobin-plaintext", multirail: true, plaintext: true, collOnly: true, sched: "roundrobin"},
+		{sys: "multirail-fastest-plaintext"},
+		{sys: "multirail-"},
+		{sys: "openmpi-default", mpi: true},
+		{sys: "tcp-per-rail"},
+	} {
+		if IsTorch(tc.sys) != tc.torch || IsPlaintext(tc.sys) != tc.plaintext || IsMultirail(tc.sys) != tc.multirail ||
+			IsCollOnly(tc.sys) != tc.collOnly || IsMPI(tc.sys) != tc.mpi || (tc.multirail && SchedOf(tc.sys) != tc.sched) {
+			t.Errorf("%s: torch %v plaintext %v multirail %v coll-only %v mpi %v sched %q", tc.sys, IsTorch(tc.sys), IsPlaintext(tc.sys),
+				IsMultirail(tc.sys), IsCollOnly(tc.sys), IsMPI(tc.sys), SchedOf(tc.sys))
+		}
+	}
+	if !IsBaseline("gloo") || IsBaseline("torch-multirail") || IsBaseline("multirail-qlearn-plaintext") {
+		t.Error("baselines: gloo and Open MPI's only")
 	}
 }
 
