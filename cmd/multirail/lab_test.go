@@ -69,7 +69,8 @@ func TestLabUsageErrors(t *testing.T) {
 		{[]string{"lab", "bench", "--hosts", "4", "--duration", "8s"}, "--duration does not apply to the collective bench"},
 		{[]string{"lab", "bench", "--hosts", "4", "--systems", "tcp-per-rail"}, "tcp-per-rail is not a collective system"},
 		{[]string{"lab", "bench", "--hosts", "4", "--rounds", "0"}, "--rounds 0 is out of range: allowed 1..20"},
-		{[]string{"lab", "bench", "--rounds", "3"}, "--rounds, --iters and --warmup apply to the collective bench only"},
+		{[]string{"lab", "bench", "--rounds", "3"}, "--rounds, --iters, --warmup, --ddp-batch and --torch-python apply to the collective bench only"},
+		{[]string{"lab", "bench", "--ddp-batch", "16"}, "--rounds, --iters, --warmup, --ddp-batch and --torch-python apply to the collective bench only"},
 		{[]string{"lab", "bench", "--tests", "bw", "--iters", "-1"}, "--iters -1"},
 	} {
 		code, _, stderr := runCLI(tc.args...)
@@ -116,7 +117,7 @@ func TestLabSystems(t *testing.T) {
 	}{
 		{"openmpi", "all", noMPI, "--systems asks for openmpi-default, which cannot run here: mpi: mpicc", false},
 		{"openmpi-weighted", "all", noMPI, "--systems asks for openmpi-weighted, which cannot run here", false},
-		{"infiniband", "all", nil, `--systems "infiniband": unknown system (allowed: all, tcp-per-rail, mptcp, openmpi, openmpi-default, openmpi-weighted, gloo (collective bench), multirail, multirail-<sched> with sched one of`, true},
+		{"infiniband", "all", nil, `--systems "infiniband": unknown system (allowed: all, tcp-per-rail, mptcp, openmpi, openmpi-default, openmpi-weighted, torch, gloo, torch-multirail, torch-multirail-plaintext (these four: collective bench), multirail, multirail-<sched>[-plaintext] with sched one of`, true},
 		{"all", "best", nil, `--sched "best": unknown scheduler`, true},
 	} {
 		_, _, err := labSystems(tc.systems, tc.sched, labbench.ExpandOptions{MPI: tc.mpiErr})
