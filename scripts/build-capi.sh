@@ -1,7 +1,7 @@
 #!/bin/sh
 # build-capi.sh: builds the C ABI of multirail's communicator.
 #
-#   sh scripts/build-capi.sh      (from the root of the repository)
+#   sh scripts/build-capi.sh [DIR]    (from the root of the repository)
 #
 # writes build/libmultirail.so (go build -buildmode=c-shared ./capi/lib)
 # and build/multirail.h (a copy of the hand-written capi/multirail.h), and
@@ -9,7 +9,9 @@
 # declares: the linker version script capi/lib/exports.map hides
 # everything else (the Go runtime, the cgo shims), since one process may
 # hold other Go libraries too (golang/go#18976). docs/capi.md tells how to
-# compile and link against it.
+# compile and link against it. DIR (an absolute path, or relative to the
+# repository's root) replaces build/, for tests that must not touch the
+# checkout's build/.
 set -eu
 
 cd "$(dirname "$0")/.."
@@ -25,28 +27,30 @@ for tool in go gcc nm; do
 	fi
 done
 
-case "$root" in
+out="${1:-build}"
+
+case "$root$out" in
 *[[:space:]]*)
 	# -extldflags is split at spaces.
-	echo "build-capi: the repository's path ($root) contains white space; move it" >&2
+	echo "build-capi: the repository's path ($root) or the output directory ($out) contains white space; move it" >&2
 	exit 1
 	;;
 esac
 
-mkdir -p build
-rm -f build/libmultirail.so build/libmultirail.h build/multirail.h
+mkdir -p "$out"
+rm -f "$out/libmultirail.so" "$out/libmultirail.h" "$out/multirail.h"
 CGO_ENABLED=1 go build -buildmode=c-shared -trimpath \
 	-ldflags="-extldflags=-Wl,--version-script=$root/capi/lib/exports.map" \
-	-o build/libmultirail.so ./capi/lib
+	-o "$out/libmultirail.so" ./capi/lib
 # go build writes its own header of the cgo shims beside the library: not
 # the interface (capi/multirail.h is).
-rm -f build/libmultirail.h
-cp capi/multirail.h build/multirail.h
+rm -f "$out/libmultirail.h"
+cp capi/multirail.h "$out/multirail.h"
 
-exported="$(nm -D --defined-only build/libmultirail.so | awk 'NF >= 3 { print $3 }' | sed 's/@.*//' | sort -u)"
+exported="$(nm -D --defined-only "$out/libmultirail.so" | awk 'NF >= 3 { print $3 }' | sed 's/@.*//' | sort -u)"
 others="$(printf '%s\n' "$exported" | grep -v '^mr_' || true)"
 if [ -n "$others" ]; then
-	echo "build-capi: build/libmultirail.so exports symbols other than mr_*:" >&2
+	echo "build-capi: $out/libmultirail.so exports symbols other than mr_*:" >&2
 	printf '%s\n' "$others" | head -20 >&2
 	exit 1
 fi
@@ -69,6 +73,10 @@ if [ -n "$extra" ]; then
 fi
 
 n="$(printf '%s\n' "$exported" | wc -l | tr -d ' ')"
-size="$(wc -c <build/libmultirail.so | tr -d ' ')"
-echo "build-capi: built build/libmultirail.so ($size bytes, exports exactly the $n mr_* functions of the header) and build/multirail.h"
-echo "build-capi: compile with: gcc -I build prog.c -L build -lmultirail -Wl,-rpath,$root/build"
+size="$(wc -c <"$out/libmultirail.so" | tr -d ' ')"
+case "$out" in
+/*) abs="$out" ;;
+*) abs="$root/$out" ;;
+esac
+echo "build-capi: built $abs/libmultirail.so ($size bytes, exports exactly the $n mr_* functions of the header) and $abs/multirail.h"
+echo "build-capi: compile with: gcc -I $abs prog.c -L $abs -lmultirail -Wl,-rpath,$abs"
