@@ -384,8 +384,10 @@ func reduce(h int64, send, recv []byte, count int64, dtype, op, root int32, bloc
 			s = a.buf("sendbuf", send, n)
 		}
 		return func(ctx context.Context) error {
-			if inPlace {
-				s = append([]byte(nil), r...)
+			if inPlace || dt == comm.Bool {
+				// in place, or bools, which comm makes 0/1 in place: the
+				// caller's sendbuf is const
+				s = append([]byte(nil), cond(inPlace, r, s)...)
 			}
 			return comm.ReduceBytes(ctx, ce.c, dt, s, r, o, int(root))
 		}
@@ -430,7 +432,12 @@ func reduceScatter(h int64, send, recv []byte, recvcount int64, dtype, op int32,
 		a.reduction(dt, op)
 		r := a.buf("recvbuf", recv, a.bytes("recvcount", recvcount, dt))
 		s := a.buf("sendbuf", send, a.bytes("size*recvcount", Mul(recvcount, int64(ce.c.Size())), dt))
-		return func(ctx context.Context) error { return comm.ReduceScatterBytes(ctx, ce.c, dt, s, r, o) }
+		return func(ctx context.Context) error {
+			if dt == comm.Bool {
+				s = append([]byte(nil), s...) // comm makes bools 0/1 in place; sendbuf is const
+			}
+			return comm.ReduceScatterBytes(ctx, ce.c, dt, s, r, o)
+		}
 	})
 }
 
@@ -565,6 +572,13 @@ func lossyAllreduce(h int64, buf []byte, count int64, op int32, stream int64, op
 			return comm.AllreduceBytes(ctx, ce.c, comm.Float32, b, o, comm.LossTolerant(rc), comm.WithStream(uint64(stream)))
 		}
 	})
+}
+
+func cond[T any](c bool, a, b T) T {
+	if c {
+		return a
+	}
+	return b
 }
 
 func opName(op int32) string {

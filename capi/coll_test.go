@@ -191,3 +191,31 @@ func collectives(t *testing.T, hs []int64, size, n int, block bool) {
 		}
 	})
 }
+
+// TestConstSend: sendbuf is const in the header: reductions of bools
+// (which comm makes 0/1 in place) and out-of-place calls leave it alone.
+func TestConstSend(t *testing.T) {
+	hs := world(t, 3)
+	onAll(t, hs, func(r int, h int64) {
+		send := []byte{2, 0, 7, byte(r)}
+		orig := slices.Clone(send)
+		recv := make([]byte, 4)
+		if c, m := Reduce(h, send, recv, 4, 2, 6, 0); true { // bool, bor
+			ok(t, "reduce of bools", c, m)
+		}
+		if r == 0 && !slices.Equal(recv, []byte{1, 0, 1, 1}) {
+			t.Errorf("reduce of bools = %v", recv)
+		}
+		all := slices.Repeat(send, 3)
+		origAll := slices.Clone(all)
+		if c, m := ReduceScatter(h, all, recv, 4, 2, 0); true {
+			ok(t, "reduce_scatter of bools", c, m)
+		}
+		if c, m := Allreduce(h, send, recv, 4, 2, 7); true {
+			ok(t, "allreduce of bools", c, m)
+		}
+		if !slices.Equal(send, orig) || !slices.Equal(all, origAll) {
+			t.Errorf("rank %d: sendbuf changed: %v (was %v), %v", r, send, orig, all)
+		}
+	})
+}

@@ -236,6 +236,10 @@ func Wait(r int64, timeoutMs int64) (st Status, code int32, msg string) {
 	return rq.st, rq.code, rq.msg
 }
 
+// maxTimeoutMs is the longest timeout taken as such (about 35 years);
+// longer ones, which would overflow a time.Duration, mean forever.
+const maxTimeoutMs = 1 << 40
+
 // waitDone waits for done up to timeoutMs (< 0: forever, 0: no wait).
 func waitDone(done <-chan struct{}, timeoutMs int64) bool {
 	select {
@@ -246,7 +250,7 @@ func waitDone(done <-chan struct{}, timeoutMs int64) bool {
 	if timeoutMs == 0 {
 		return false
 	}
-	if timeoutMs < 0 {
+	if timeoutMs < 0 || timeoutMs > maxTimeoutMs {
 		<-done
 		return true
 	}
@@ -298,7 +302,7 @@ func Poll(h int64, out []int64, timeoutMs int64) (n int, code int32, msg string)
 		return 0, ErrInvalid, "multirail: mr_poll: max must be at least 1"
 	}
 	var timer <-chan time.Time
-	if timeoutMs > 0 {
+	if timeoutMs > 0 && timeoutMs <= maxTimeoutMs {
 		t := time.NewTimer(time.Duration(timeoutMs) * time.Millisecond)
 		defer t.Stop()
 		timer = t.C

@@ -369,8 +369,8 @@ func mrgo_ialltoallv(h C.mr_comm, send unsafe.Pointer, sc, sd *C.int64_t, recv u
 		return bad(err, "multirail: mr_ialltoallv: req is NULL")
 	}
 	s, scs, sds, rv, rcs, rds := vargs(h, send, sc, sd, recv, rc, rd, dtype)
-	// The counts are read when the call runs: they are the caller's
-	// memory, in use until the request completes like the buffers.
+	// The counts and displacements are copied by the call; the buffers
+	// are used in place until the request completes.
 	id, c, m := capi.Ialltoallv(int64(h), s, scs, sds, rv, rcs, rds, int32(dtype))
 	req(out, id, c)
 	return ret(err, c, m)
