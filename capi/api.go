@@ -632,7 +632,7 @@ func Send(h int64, buf []byte, dst, tag int32) (code int32, msg string) {
 	if a.err != nil {
 		return a.result()
 	}
-	return Code(ce.c.Send(ce.ctx, int(dst), int(tag), buf))
+	return ce.code(ce.c.Send(ce.ctx, int(dst), int(tag), buf))
 }
 
 // Recv is mr_recv: a message from src (or AnySource) with tag (or AnyTag)
@@ -652,7 +652,7 @@ func Recv(h int64, buf []byte, src, tag int32) (st Status, code int32, msg strin
 	}
 	s, err := ce.c.RecvInto(ce.ctx, int(src), int(tag), buf)
 	st = Status{Source: int32(s.Source), Tag: int32(s.Tag), Bytes: int64(s.Len)}
-	c, m = Code(err)
+	c, m = ce.code(err)
 	return st, c, m
 }
 
@@ -678,7 +678,7 @@ func Isend(h int64, buf []byte, dst, tag int32) (req int64, code int32, msg stri
 		defer ce.p2p.Done()
 		<-cr.Done()
 		_, _, err := cr.Test()
-		c, m := Code(err)
+		c, m := ce.code(err)
 		rq.finish(c, m, Status{})
 	}()
 	return rq.id, OK, ""
@@ -709,17 +709,17 @@ func Irecv(h int64, buf []byte, src, tag int32) (req int64, code int32, msg stri
 		defer ce.p2p.Done()
 		defer cancel()
 		<-cr.Done()
-		c, m, st := irecvDone(cr, buf)
+		c, m, st := irecvDone(ce, cr, buf)
 		rq.finish(c, m, st)
 	}()
 	return rq.id, OK, ""
 }
 
-func irecvDone(cr *comm.Request, buf []byte) (c int32, m string, st Status) {
+func irecvDone(ce *commEntry, cr *comm.Request, buf []byte) (c int32, m string, st Status) {
 	defer recovered(&c, &m)
 	msg, _, err := cr.Test()
 	if err != nil {
-		c, m := Code(err)
+		c, m := ce.code(err)
 		return c, m, st
 	}
 	st = Status{Source: int32(msg.Source), Tag: int32(msg.Tag), Bytes: int64(len(msg.Data))}

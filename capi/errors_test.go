@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/comm"
@@ -114,6 +115,28 @@ func TestFreed(t *testing.T) {
 		_, c, m := Wait(req2, -1)
 		done <- [2]any{c, m}
 	}()
+	// On rank 1 of another world: a blocking recv and a blocking
+	// collective (started: the others never join it) in other threads;
+	// freeing rank 1 ends both with MR_ERR_CLOSED.
+	hs2 := world(t, 3)
+	blocked := make(chan [2]any, 2)
+	go func() {
+		_, c, m := Recv(hs2[1], make([]byte, 8), 2, 9)
+		blocked <- [2]any{c, m}
+	}()
+	go func() {
+		c, m := Allgather(hs2[1], b, make([]byte, 24), 1, 4)
+		blocked <- [2]any{c, m}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if c, m := Free(hs2[1]); true {
+		ok(t, "free rank 1", c, m)
+	}
+	for range 2 {
+		r := <-blocked
+		want(t, "a blocking call when its communicator is freed", ErrClosed, r[0].(int32), r[1].(string))
+		t.Log(r[1])
+	}
 	if c, m := Free(h); true {
 		ok(t, "free", c, m)
 	}

@@ -87,7 +87,18 @@ func (ce *commEntry) run() {
 
 func (ce *commEntry) runJob(j *job) (c int32, m string) {
 	defer recovered(&c, &m)
-	return Code(j.fn(ce.ctx))
+	return ce.code(j.fn(ce.ctx))
+}
+
+// code is Code, but ErrClosed for any error once the communicator is
+// being freed (Free cancels its context first: a call it interrupts fails
+// with the context's error, or comm.ErrClosed, or whatever the closing
+// connections cause).
+func (ce *commEntry) code(err error) (int32, string) {
+	if err != nil && ce.ctx.Err() != nil {
+		return fail(ErrClosed, "multirail: communicator %d was freed (mr_comm_free) during the call: %v", ce.id, err)
+	}
+	return Code(err)
 }
 
 func (ce *commEntry) closedCode() (int32, string) {

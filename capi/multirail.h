@@ -73,6 +73,10 @@ const char *mr_strerror(int code);
  *   "scheduler": "qlearn", "timeout": "90s", "algorithms": "allreduce=ring",
  *   "token": "...", "insecure": false, "loopback_rails": 2, "busy_poll": "200us"
  * Unknown keys are an error (MR_ERR_CONFIG naming the key). */
+/* Added with the library (docs/capi.md): "lossy_reliable": true (the
+ * loss-tolerant allreduce never discards; its result is then exact) and
+ * "lossy_fixed_rate": 0.1 (it discards that fraction of packets whatever
+ * the controller says, [0, 1)). */
 
 /* One call: under any launcher comm.Init knows (multirail run, torchrun,
  * env://, mpirun, srun, Kubernetes); returns once every rank is connected. */
