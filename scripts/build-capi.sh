@@ -54,7 +54,7 @@ if [ -n "$others" ]; then
 	printf '%s\n' "$others" | head -20 >&2
 	exit 1
 fi
-declared="$(sed 's:/\*.*\*/::' capi/multirail.h | grep -oE '\bmr_[a-z_0-9]+[[:space:]]*\(' | sed 's/[[:space:]]*($//' | sort -u)"
+declared="$(sed 's:/\*.*\*/::' capi/multirail.h | grep -oE 'mr_[a-z_0-9]+[[:space:]]*\(' | sed 's/[[:space:]]*($//' | sort -u)"
 missing="$(printf '%s\n' "$declared" | while read -r f; do
 	printf '%s\n' "$exported" | grep -qx "$f" || echo "$f"
 done)"
