@@ -78,6 +78,9 @@ func Prepare(configJSON string, rank, size int32, token string) (p int64, code i
 	if c, m, bad := forked(); bad {
 		return 0, c, m
 	}
+	if size < 1 || rank < 0 || rank >= size {
+		return fail2(ErrInvalid, "multirail: mr_prepare: rank %d of size %d; allowed: size >= 1, 0 <= rank < size", rank, size)
+	}
 	cfg, err := ParseConfig(configJSON)
 	if err == nil {
 		if token != "" {

@@ -51,6 +51,7 @@ func TestBadArguments(t *testing.T) {
 		{"group of nobody", func(h int64) (int32, string) { _, c, m := Group(h, nil, "k"); return c, m }, ErrInvalid},
 		{"group without me", func(h int64) (int32, string) { _, c, m := Group(h, []int32{7}, "k"); return c, m }, ErrInvalid},
 		{"pending card of no pending", func(int64) (int32, string) { _, c, m := PendingCard(99999999, nil); return c, m }, ErrInvalid},
+		{"prepare rank 2 of 2", func(int64) (int32, string) { _, c, m := Prepare("", 2, 2, ""); return c, m }, ErrInvalid},
 		{"new token into 64 bytes", func(int64) (int32, string) { return NewToken(make([]byte, 64)) }, ErrInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
