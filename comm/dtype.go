@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/multirail/multirail/comm/internal/coll"
@@ -137,12 +138,13 @@ func reduceBytes(d DType, op Op, name string, send, recv []byte, fn func(op Op, 
 		if err != nil {
 			return err
 		}
-		normBools(send)
-		if err := fn(bop, send, recv); err != nil {
-			return err
+		// Bytes other than 0 and 1 count as true. In place (recv nil) send
+		// is the result; otherwise the caller's send stays as it was.
+		if recv != nil && slices.ContainsFunc(send, func(v byte) bool { return v > 1 }) {
+			send = slices.Clone(send)
 		}
-		normBools(recv)
-		return nil
+		normBools(send)
+		return fn(bop, send, recv) // and, or, xor of 0s and 1s: 0s and 1s
 	case Int32:
 		return fn(op, view[int32](send), view[int32](recv))
 	case Int64:

@@ -258,6 +258,31 @@ func TestBytesReductionsEveryTypeAndOp(t *testing.T) {
 	}
 }
 
+func TestBoolsOtherThanZeroOrOne(t *testing.T) {
+	cs := local(t, 2, Config{})
+	each(t, cs, func(ctx context.Context, c *Comm) error {
+		send := []byte{0, 2, byte(7 * c.Rank())}
+		recv := make([]byte, 3)
+		if err := ReduceBytes(ctx, c, Bool, send, recv, Band, 0); err != nil {
+			return err
+		}
+		if !slices.Equal(send, []byte{0, 2, byte(7 * c.Rank())}) {
+			return fmt.Errorf("reduce changed the send buffer: %v", send)
+		}
+		if c.Rank() == 0 && !slices.Equal(recv, []byte{0, 1, 0}) {
+			return fmt.Errorf("and: %v, want [0 1 0]", recv)
+		}
+		buf := []byte{0, 2, byte(7 * c.Rank())}
+		if err := AllreduceBytes(ctx, c, Bool, buf, Bor); err != nil {
+			return err
+		}
+		if !slices.Equal(buf, []byte{0, 1, 1}) {
+			return fmt.Errorf("or in place: %v, want [0 1 1]", buf)
+		}
+		return nil
+	})
+}
+
 func TestBytesRefusals(t *testing.T) {
 	cs := local(t, 1, Config{})
 	ctx := context.Background()
