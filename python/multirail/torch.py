@@ -24,6 +24,7 @@ DDP (ddp.register_comm_hook). docs/torch.md has the details.
 """
 
 import atexit
+import collections
 import ctypes
 import datetime
 import inspect
@@ -31,6 +32,7 @@ import os
 import tempfile
 import threading
 import time
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -55,6 +57,14 @@ BACKEND = "multirail"
 WAIT_SLICE_MS = 50
 # How long one mr_poll of the poller thread blocks.
 POLL_MS = 100
+_DEBUG = os.environ.get("MULTIRAIL_TORCH_DEBUG") == "1"
+
+
+def _debug(*a):
+    if _DEBUG:
+        import sys
+
+        print(f"multirail.torch[{os.getpid()}] {time.monotonic():.4f}", *a, file=sys.stderr, flush=True)
 
 DTYPES = {
     torch.uint8: _lib.UINT8,
@@ -219,6 +229,8 @@ class _Poller:
             else:
                 hs = list(arr[:n])
             hs += retry
+            if hs:
+                _debug("polled", hs, "retry", retry)
             retry = []
             for h in hs:
                 with self.lock:
@@ -254,6 +266,8 @@ class Work(dist._Work):
         self._flock = threading.Lock()  # future and completion state
         self._event = threading.Event()
         self._finishing = False
+        self._armed = False
+        self._resurrected = False
         self._exc = None
         self._fut = None
         self._settled = False
@@ -267,11 +281,14 @@ class Work(dist._Work):
 
     def _add(self, h):
         self._reqs.add(h)
+        _debug("issued", self._what, h, [tuple(t.shape) if isinstance(t, torch.Tensor) else "list" for t in self._result])
         return h
 
     def _arm(self):
-        """Called once every request is issued: a Work without requests is done."""
+        """Called once every request is issued: from now on the Work finishes
+        when its last request does (at once when it has none)."""
         with self._lock:
+            self._armed = True
             fin = not self._reqs and not self._finishing
             if fin:
                 self._finishing = True
@@ -297,7 +314,7 @@ class Work(dist._Work):
             self._exc = exc
         if st is not None and self._recv:
             self._source = st.source
-        if not self._reqs and not self._finishing:
+        if self._armed and not self._reqs and not self._finishing:
             self._finishing = True
             return True
         return False
@@ -329,6 +346,7 @@ class Work(dist._Work):
         return True
 
     def _finish(self):
+        _debug("finished", self._what, self._exc)
         if self._exc is None and self._after is not None:
             try:
                 with torch.no_grad():
@@ -349,7 +367,7 @@ class Work(dist._Work):
         if self._exc is not None:
             fut.set_exception(self._exc)
         else:
-            fut.set_result(self._result)
+            fut.set_result(self.result())
 
     # -- torch's Work API
 
@@ -409,7 +427,18 @@ class Work(dist._Work):
         return self._exc
 
     def result(self):
-        return self._result
+        """The output tensors."""
+        return _strong(self._result)
+
+    def __del__(self):
+        # Python dropped this Work: C++ may still hold it (see _retained).
+        try:
+            if not self._resurrected:
+                self._resurrected = True
+                self._result = _weak(self._result)
+                _retained.append(self)
+        except Exception:  # noqa: BLE001 (interpreter shutdown)
+            pass
 
     def source_rank(self):
         if not self._recv:
@@ -425,6 +454,33 @@ class Work(dist._Work):
     def __repr__(self):
         state = "done" if self._event.is_set() else "pending"
         return f"<multirail.torch.Work {self._what} {state}>"
+
+
+# torch 1.13's trampoline keeps no reference to the Python half of a Work it
+# hands to C++ (DDP's reducer, _broadcast_coalesced, ...): once Python drops
+# it, C++ calls of wait() and getFuture() reach the base class, whose wait
+# never returns (torch 2.x wraps such Works in PyWorkHolder). So a Work that
+# Python drops is resurrected by its __del__ into this ring, its outputs then
+# held weakly (their owners keep them), and lives on for the next _RETAIN
+# dropped Works.
+_RETAIN = 4096
+_retained = collections.deque(maxlen=_RETAIN)
+
+
+def _weak(x):
+    if isinstance(x, torch.Tensor):
+        return weakref.ref(x)
+    if isinstance(x, (list, tuple)):
+        return [_weak(y) for y in x]
+    return x
+
+
+def _strong(x):
+    if isinstance(x, weakref.ref):
+        return x()
+    if isinstance(x, list):
+        return [y for y in (_strong(z) for z in x) if y is not None]
+    return x
 
 
 def _lossy_json(error_feedback, packet_floats):

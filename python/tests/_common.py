@@ -33,6 +33,10 @@ def log(*a):
 def init(**kw):
     """dist.init_process_group("multirail") under any of the launchers."""
     global RANK
+    if os.environ.get("MULTIRAIL_TEST_STACKS"):  # dump every thread's stack when stuck
+        import faulthandler
+
+        faulthandler.dump_traceback_later(float(os.environ["MULTIRAIL_TEST_STACKS"]), exit=False)
     torch.set_num_threads(1)
     if os.environ.get("MULTIRAIL_TEST_PLAIN_INIT") == "1":
         dist.init_process_group("multirail", **kw)  # torchrun, env://: no other setting
