@@ -28,6 +28,7 @@ import collections
 import ctypes
 import datetime
 import inspect
+import json
 import os
 import tempfile
 import threading
@@ -39,10 +40,11 @@ import torch.distributed as dist
 
 import multirail as _mr
 from multirail import _lib
-from multirail.errors import ERR_CLOSED, ERR_TIMEOUT, Error, InvalidError, error_for
+from multirail.errors import ERR_CLOSED, ERR_TIMEOUT, ConfigError, Error, InvalidError, error_for
 
 __all__ = [
     "BACKEND",
+    "Options",
     "ProcessGroupMultirail",
     "Work",
     "LossTolerantState",
@@ -1032,7 +1034,36 @@ def _free_all():
             pass
 
 
-def _store_bootstrap(store, rank, size, timeout):
+class Options:
+    """pg_options for dist.init_process_group("multirail", pg_options=...) and
+    dist.new_group(..., pg_options=...): config is a dict of mr_prepare's
+    config_json keys (capi/multirail.h: "ifname", "emu", "scheduler",
+    "timeout", "algorithms", "insecure", "loopback_rails", "busy_poll",
+    "lossy_reliable", "lossy_fixed_rate", ...). It applies to groups that
+    meet through the store (the default group, or any group when the default
+    group is not multirail's); a group made from the world communicator
+    shares the world's configuration."""
+
+    def __init__(self, config=None):
+        self.config = dict(config or {})
+
+
+def _config(backend_opts):
+    """MULTIRAIL_TORCH_CONFIG (a JSON object) overlaid with pg_options' config."""
+    cfg = {}
+    env = os.environ.get("MULTIRAIL_TORCH_CONFIG")
+    if env:
+        try:
+            cfg.update(json.loads(env))
+        except ValueError as e:
+            raise ConfigError(-2, f"multirail: MULTIRAIL_TORCH_CONFIG={env!r} is not a JSON object: {e}") from None
+    extra = getattr(backend_opts, "config", None)
+    if isinstance(extra, dict):
+        cfg.update(extra)
+    return cfg
+
+
+def _store_bootstrap(store, rank, size, timeout, config=None):
     """Meets through torch's store: the token (MULTIRAIL_TOKEN, else rank 0
     draws one into the store), every rank's card, then connects."""
     if isinstance(timeout, datetime.timedelta):
@@ -1047,7 +1078,7 @@ def _store_bootstrap(store, rank, size, timeout):
         else:
             store.wait(["multirail/token"], wait)
             tok = store.get("multirail/token").decode()
-    p = _mr.prepare(rank, size, token=tok, config=None)
+    p = _mr.prepare(rank, size, token=tok, config=config or None)
     try:
         store.set(f"multirail/card/{rank}", p.card)
         keys = [f"multirail/card/{r}" for r in range(size)]
@@ -1077,7 +1108,7 @@ def _create(common_opts, backend_opts=None):
         if c.rank != rank or c.size != size:
             raise InvalidError(-1, f"multirail: group {name!r}: made rank {c.rank} of {c.size}, torch says {rank} of {size}")
         return ProcessGroupMultirail(c, rank, size, name)
-    c = _remember(_store_bootstrap(store, rank, size, timeout))
+    c = _remember(_store_bootstrap(store, rank, size, timeout, _config(backend_opts)))
     pg = ProcessGroupMultirail(c, rank, size, name)
     if not ranks:  # the default group
         _world["comm"], _world["pg"] = c, pg
