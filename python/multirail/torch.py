@@ -272,6 +272,7 @@ class Work(dist._Work):
         self._resurrected = False
         self._exc = None
         self._fut = None
+        self._base = None
         self._settled = False
         self._source = -1
         self._started = time.monotonic()
@@ -362,14 +363,14 @@ class Work(dist._Work):
 
     def _settle(self):
         with self._flock:
-            fut = self._fut
-            if fut is None or self._settled or not self._event.is_set():
+            base = self._base
+            if base is None or self._settled or not self._event.is_set():
                 return
             self._settled = True
         if self._exc is not None:
-            fut.set_exception(self._exc)
+            base.set_exception(self._exc)
         else:
-            fut.set_result(self.result())
+            base.set_result(self.result())
 
     # -- torch's Work API
 
@@ -414,7 +415,14 @@ class Work(dist._Work):
         call's output tensors, or with its error."""
         with self._flock:
             if self._fut is None:
-                self._fut = torch.futures.Future()
+                # torch 1.13's Future.set_exception stores the exception as the
+                # value (raised only by Python's wait/value): C++ consumers such
+                # as DDP's reducer would take it for the result and crash. A
+                # then() whose callback raises marks the child future with a
+                # real C++ error (RuntimeError "Got the following error when
+                # running the callback: <the library's error>").
+                self._base = torch.futures.Future()
+                self._fut = self._base.then(_unwrap)
             fut = self._fut
         self._settle()
         return fut
@@ -456,6 +464,10 @@ class Work(dist._Work):
     def __repr__(self):
         state = "done" if self._event.is_set() else "pending"
         return f"<multirail.torch.Work {self._what} {state}>"
+
+
+def _unwrap(f):
+    return f.value()  # raises the Work's error
 
 
 # torch 1.13's trampoline keeps no reference to the Python half of a Work it

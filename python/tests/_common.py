@@ -21,6 +21,9 @@ import multirail.torch as mt  # noqa: E402
 
 # torch 1.13 warns of its own private names (_all_gather_base, ...) the tests call on purpose
 warnings.filterwarnings("ignore", category=UserWarning, module="torch.distributed")
+import faulthandler  # noqa: E402
+
+faulthandler.enable()  # a crash prints every thread's Python stack
 T0 = time.monotonic()
 RESULT = {"checks": 0}
 RANK = -1
