@@ -995,23 +995,18 @@ class _AllWork(Work):
 
     def get_future(self):
         futs = [w.get_future() for w in self._works]
-        out = torch.futures.Future()
         res = self._result
         if not futs:
+            out = torch.futures.Future()
             out.set_result(res)
             return out
-        all_ = torch.futures.collect_all(futs)
 
         def done(f):
-            try:
-                for x in f.value():
-                    x.value()
-                out.set_result(res)
-            except Exception as e:  # noqa: BLE001
-                out.set_exception(e)
+            for x in f.value():
+                x.value()  # raises the first error (as a real C++ error of the returned future)
+            return res
 
-        all_.add_done_callback(done)
-        return out
+        return torch.futures.collect_all(futs).then(done)
 
 
 # ---------------------------------------------------------------- bootstrap

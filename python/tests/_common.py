@@ -12,7 +12,10 @@ import sys
 import time
 import warnings
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+try:  # the installed package (scripts/build-python.sh), else the source tree's
+    import multirail  # noqa: F401
+except ImportError:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -67,9 +70,18 @@ def equal(got, want, what):
 
 
 def done(**extra):
+    """Prints RESULT <json> and, with MULTIRAIL_TEST_RESULTS set (run_tests.py),
+    writes it to that directory as <rank>.json (lines of ranks sharing a pipe
+    can interleave)."""
     RESULT.update(extra)
     RESULT["seconds"] = round(time.monotonic() - T0, 2)
-    print("RESULT " + json.dumps(RESULT), flush=True)
+    text = json.dumps(RESULT)
+    d = os.environ.get("MULTIRAIL_TEST_RESULTS")
+    if d:
+        with open(os.path.join(d, f"{RANK}.json.tmp"), "w") as f:
+            f.write(text)
+        os.rename(os.path.join(d, f"{RANK}.json.tmp"), os.path.join(d, f"{RANK}.json"))
+    print("RESULT " + text, flush=True)
 
 
 def finish():

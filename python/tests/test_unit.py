@@ -10,7 +10,10 @@ import os
 import sys
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+try:  # the installed package (scripts/build-python.sh), else the source tree's
+    import multirail  # noqa: F401
+except ImportError:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import multirail  # noqa: E402
 from multirail import _lib, errors  # noqa: E402
