@@ -10,6 +10,7 @@ Exits 1 when any test fails; prints one line per test with its time.
 import argparse
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -62,6 +63,7 @@ class Runner:
         e.pop("MULTIRAIL_TOKEN", None)  # torchrun and env:// must work without one
         e.pop("MULTIRAIL_TEST_PLAIN_INIT", None)
         e["PYTHONUNBUFFERED"] = "1"
+        e["TMPDIR"] = self.tmp  # the file stores of `multirail run` jobs (multirail.torch.init_process_group) end up here
         e.update(extra)
         return e
 
@@ -204,6 +206,7 @@ def main():
         if s["test"].startswith("loss-tolerant hook, calm") and "0" in res:
             c = res["0"]["controller"]
             print(f"  calm: exact within {res['0']['max_abs_diff_vs_exact']:.2g} with lossy_reliable; default controller discarded {100 * c['discarded_fraction']:.1f} % (rank 0), max |diff| {c['max_abs_diff_vs_exact']:.3g}")
+    shutil.rmtree(R.tmp, ignore_errors=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"seconds": round(total, 1), "failed": R.failed, "tests": R.summary}, f, indent=1)
