@@ -11,9 +11,10 @@
 #   sh scripts/test-python.sh            (from the repository's root)
 #   sh scripts/test-python.sh --only "unit,DDP vs gloo (multirail run -n 3)"
 #
-# It runs scripts/build-python.sh first when .venv or the library is missing
-# (set MULTIRAIL_PY_REBUILD=1 to always rebuild), and builds build/multirail
-# (the launcher). The summary goes to build/test-python.json.
+# It runs scripts/build-python.sh first (the library and the package in
+# .venv, so that what is tested is this checkout; MULTIRAIL_PY_NO_BUILD=1
+# skips it when .venv works), and builds build/multirail (the launcher). The
+# summary goes to build/test-python.json.
 set -eu
 
 cd "$(dirname "$0")/.."
@@ -35,7 +36,7 @@ if ! /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
 	exec "$PY" -m unittest -v python/tests/test_unit.py
 fi
 
-if [ "${MULTIRAIL_PY_REBUILD:-}" = "1" ] || [ ! -x "$PY" ] || ! "$PY" -c 'import multirail._lib as L; L.lib()' >/dev/null 2>&1; then
+if [ "${MULTIRAIL_PY_NO_BUILD:-}" != "1" ] || [ ! -x "$PY" ] || ! "$PY" -c 'import multirail._lib as L; L.lib()' >/dev/null 2>&1; then
 	sh scripts/build-python.sh
 fi
 echo "test-python: building the launcher (go build -o build/multirail ./cmd/multirail)"

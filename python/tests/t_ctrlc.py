@@ -8,6 +8,7 @@ Work.wait() of async_op=True.
     multirail run -n 3 -- .venv/bin/python python/tests/t_ctrlc.py
 """
 
+import datetime
 import os
 import signal
 import threading
@@ -16,6 +17,8 @@ import time
 import _common as C
 import torch
 import torch.distributed as dist
+
+import multirail
 
 rank, size = C.init()
 store = dist.distributed_c10d._get_default_store()
@@ -50,6 +53,23 @@ for rnd in range(ROUNDS):
         dist.all_reduce(t)  # now the interrupted call can complete
         C.equal(t, torch.full((1000,), float(sum(range(1, size + 1)))), f"round {rnd}: the allreduce after rank 0's Ctrl-C")
     dist.barrier()  # queued behind the interrupted allreduce on rank 0: completes once it has
+# Work.wait(timeout): multirail.TimeoutError when it passes, the call goes on
+t = torch.full((10,), float(rank + 1))
+if rank == 0:
+    w = dist.all_reduce(t, async_op=True)
+    t0 = time.monotonic()
+    try:
+        w.wait(datetime.timedelta(seconds=0.2))
+        C.check(False, "wait(timeout) returned without the others")
+    except multirail.TimeoutError as e:
+        waited = time.monotonic() - t0
+        C.check(0.19 < waited < 0.5, f"wait(0.2 s) raised after {waited:.3f}s")
+        C.check(isinstance(e, RuntimeError), "TimeoutError is a RuntimeError")
+    store.set("ctrlc/timeout", "1")
+    C.check(w.wait() and torch.equal(t, torch.full((10,), float(sum(range(1, size + 1))))), "the call went on after the timeout")
+else:
+    store.wait(["ctrlc/timeout"])
+    dist.all_reduce(t)
 if rank == 0:
     C.check(len(latencies) == ROUNDS, f"{len(latencies)} of {ROUNDS} interrupts arrived")
     worst = max(latencies)
