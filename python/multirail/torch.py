@@ -446,6 +446,10 @@ class Work(dist._Work):
             if not self._resurrected:
                 self._resurrected = True
                 self._result = _weak(self._result)
+                if self._event.is_set():  # a later get_future() makes a new, settled one
+                    with self._flock:
+                        self._fut = self._base = None
+                        self._settled = False
                 _retained.append(self)
         except Exception:  # noqa: BLE001 (interpreter shutdown)
             pass

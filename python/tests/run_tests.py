@@ -181,9 +181,9 @@ def main():
 
     R.run("DDP vs gloo (multirail run -n 3)", R.mrun(3, "t_ddp.py"), ranks=[0, 1, 2], check=ddp_check(3))
     R.run("DDP vs gloo (multirail run -n 2)", R.mrun(2, "t_ddp.py"), ranks=[0, 1], check=ddp_check(2))
-    R.run("loss-tolerant hook, calm", R.mrun(3, "t_lossy.py", "calm"), ranks=[0, 1, 2],
+    R.run("loss-tolerant hook calm", R.mrun(3, "t_lossy.py", "calm"), ranks=[0, 1, 2],
           check=lambda res: None if all(v["max_abs_diff_vs_exact"] <= 1e-5 for v in res.values()) else "not exact")
-    R.run("loss-tolerant hook, storm", R.mrun(3, "t_lossy.py", "storm", "40",
+    R.run("loss-tolerant hook storm", R.mrun(3, "t_lossy.py", "storm", "40",
                                               flags=("--emu", "emu:50mbit/1ms,emu:20mbit/1ms", "--emu-load", "bursty")),
           ranks=[0, 1, 2], check=lambda res: None if res[0]["discarded_all_ranks"] > 0 and res[0]["loss_after"] < res[0]["loss_before"] else "no discards or no progress")
     stamp = os.path.join(R.tmp, "killed")
@@ -200,10 +200,10 @@ def main():
             print("  killed rank: survivors raised after " + ", ".join(f"rank {r}: {v['raised_after_s'] * 1e3:.0f} ms" for r, v in sorted(res.items())))
         if s["test"].startswith("Ctrl-C") and "0" in res:
             print(f"  Ctrl-C: KeyboardInterrupt after {res['0']['latencies_ms']} ms")
-        if s["test"].startswith("loss-tolerant hook, storm") and "0" in res:
+        if s["test"].startswith("loss-tolerant hook storm") and "0" in res:
             r0 = res["0"]
             print(f"  storm: loss {r0['loss_before']:.3f} -> {r0['loss_after']:.3f}, discarded {r0['discarded_all_ranks']} of {r0['packets_all_ranks']} packets (all ranks)")
-        if s["test"].startswith("loss-tolerant hook, calm") and "0" in res:
+        if s["test"].startswith("loss-tolerant hook calm") and "0" in res:
             c = res["0"]["controller"]
             print(f"  calm: exact within {res['0']['max_abs_diff_vs_exact']:.2g} with lossy_reliable; default controller discarded {100 * c['discarded_fraction']:.1f} % (rank 0), max |diff| {c['max_abs_diff_vs_exact']:.3g}")
     shutil.rmtree(R.tmp, ignore_errors=True)
