@@ -140,6 +140,8 @@ def main():
 
     R.run("unit", [R.py, "-m", "unittest", "-v", os.path.join(HERE, "test_unit.py")], ranks=[], timeout=120)
 
+    R.run("package API without torch (multirail run -n 3)", R.mrun(3, "t_comm.py"), ranks=[0, 1, 2])
+
     def methods(res):
         for r, v in res.items():
             if v.get("checks", 0) < 900:
