@@ -40,7 +40,7 @@ import torch.distributed as dist
 
 import multirail as _mr
 from multirail import _lib
-from multirail.errors import ERR_CLOSED, ERR_TIMEOUT, ConfigError, Error, InvalidError, error_for
+from multirail.errors import ERR_CLOSED, ERR_INVALID, ERR_TIMEOUT, ConfigError, Error, InvalidError, error_for
 
 __all__ = [
     "BACKEND",
@@ -223,15 +223,16 @@ class _Poller:
             err = _lib.mr_error()
             n = L.mr_poll(self.handle, arr, 64, 10 if retry else POLL_MS, ctypes.byref(err))
             if n < 0:
-                if n == ERR_CLOSED or err.code == ERR_CLOSED:
-                    self._fail_all(error_for(ERR_CLOSED, "multirail: the communicator was closed"))
+                if n in (ERR_CLOSED, ERR_INVALID) or err.code in (ERR_CLOSED, ERR_INVALID):
+                    # freed (mr_comm_free): the library failed its pending calls
+                    self._fail_all(error_for(ERR_CLOSED, "multirail: the communicator was freed"))
                     return
                 time.sleep(0.01)
                 hs = []
             else:
                 hs = list(arr[:n])
             hs += retry
-            if hs:
+            if _DEBUG and hs:
                 _debug("polled", hs, "retry", retry)
             retry = []
             for h in hs:
@@ -284,7 +285,8 @@ class Work(dist._Work):
 
     def _add(self, h):
         self._reqs.add(h)
-        _debug("issued", self._what, h, [tuple(t.shape) if isinstance(t, torch.Tensor) else "list" for t in self._result])
+        if _DEBUG:
+            _debug("issued", self._what, h, [tuple(t.shape) if isinstance(t, torch.Tensor) else "list" for t in self._result])
         return h
 
     def _arm(self):
@@ -349,7 +351,8 @@ class Work(dist._Work):
         return True
 
     def _finish(self):
-        _debug("finished", self._what, self._exc)
+        if _DEBUG:
+            _debug("finished", self._what, self._exc)
         if self._exc is None and self._after is not None:
             try:
                 with torch.no_grad():
