@@ -10,14 +10,17 @@ import (
 
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/comm"
+	"github.com/multirail/multirail/discard"
 )
 
 // configKeys are the keys config_json may hold (multirail.h).
 // "lossy_reliable" (never discard: the loss-tolerant allreduce is then
 // exact) and "lossy_fixed_rate" (discard this fraction of packets whatever
 // the controller says, [0, 1)) are the C ABI's additions for tests and
-// baselines.
-var configKeys = []string{"ifname", "emu", "scheduler", "timeout", "algorithms", "token", "insecure", "loopback_rails", "busy_poll", "lossy_reliable", "lossy_fixed_rate"}
+// baselines; "lossy_controller" sets the discard controller's constants
+// on top of discard.Recommended (the match rule, as multirail train), in
+// discard.ParseOptions' syntax ("rule=patent", "margin=1,window=50").
+var configKeys = []string{"ifname", "emu", "scheduler", "timeout", "algorithms", "token", "insecure", "loopback_rails", "busy_poll", "lossy_reliable", "lossy_fixed_rate", "lossy_controller"}
 
 // jsonObject decodes s (a JSON object, or "" for none) into a map of its
 // keys, refusing keys outside allowed (the error names the key).
@@ -87,7 +90,7 @@ func ParseConfig(s string) (comm.Config, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("%w: %w", comm.ErrConfig, err)
 	}
-	var timeout, algos, busy string
+	var timeout, algos, busy, ctrl string
 	var rate float64
 	for _, f := range []struct {
 		key string
@@ -96,7 +99,7 @@ func ParseConfig(s string) (comm.Config, error) {
 		{"ifname", &cfg.IfName}, {"emu", &cfg.Emu}, {"scheduler", &cfg.Transport.Scheduler},
 		{"timeout", &timeout}, {"algorithms", &algos}, {"token", &cfg.Transport.Token},
 		{"insecure", &cfg.Transport.Insecure}, {"loopback_rails", &cfg.LoopbackRails}, {"busy_poll", &busy},
-		{"lossy_reliable", &cfg.Stage.Reliable}, {"lossy_fixed_rate", &rate},
+		{"lossy_reliable", &cfg.Stage.Reliable}, {"lossy_fixed_rate", &rate}, {"lossy_controller", &ctrl},
 	} {
 		if err := field(what, m, f.key, f.v); err != nil {
 			return cfg, fmt.Errorf("%w: %w", comm.ErrConfig, err)
@@ -130,6 +133,9 @@ func ParseConfig(s string) (comm.Config, error) {
 		return cfg, fmt.Errorf("%w: %s: \"lossy_fixed_rate\": %v; allowed: [0, 1), and 0 with \"lossy_reliable\"", comm.ErrConfig, what, rate)
 	}
 	cfg.Stage.FixedRate = rate
+	if cfg.Stage.Discard, err = discard.ParseOptions(ctrl, discard.Recommended); err != nil {
+		return cfg, fmt.Errorf("%w: %s: \"lossy_controller\": %w", comm.ErrConfig, what, err)
+	}
 	if cfg.LoopbackRails < 0 || cfg.LoopbackRails > multirail.MaxRails {
 		return cfg, fmt.Errorf("%w: %s: \"loopback_rails\": %d; allowed: 1..%d (0: default)", comm.ErrConfig, what, cfg.LoopbackRails, multirail.MaxRails)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/comm"
+	"github.com/multirail/multirail/discard"
 )
 
 func TestBadArguments(t *testing.T) {
@@ -213,10 +214,14 @@ func TestParseConfig(t *testing.T) {
 		cfg.LoopbackRails != 2 || cfg.Transport.BusyPoll != -1 {
 		t.Errorf("parsed %+v", cfg)
 	}
-	if cfg, err := ParseConfig(""); err != nil || cfg.IfName != "" {
-		t.Errorf("empty: %v %+v", err, cfg)
+	if cfg, err := ParseConfig(""); err != nil || cfg.IfName != "" || cfg.Stage.Discard.Rule != discard.RuleMatch || cfg.Stage.Discard.Initial != discard.Recommended.Initial {
+		t.Errorf("empty: %v %+v (want the recommended controller, the match rule)", err, cfg)
+	}
+	if cfg, err := ParseConfig(`{"lossy_controller": "rule=patent,up=0.1"}`); err != nil || cfg.Stage.Discard.Rule != discard.RulePatent || cfg.Stage.Discard.Up != 0.1 {
+		t.Errorf("lossy_controller: %v %+v", err, cfg.Stage.Discard)
 	}
 	for _, bad := range []struct{ json, want string }{
+		{`{"lossy_controller": "rule=oracle"}`, `"lossy_controller"`},
 		{`{"ifnmae": "eth0"}`, `unknown key "ifnmae"`},
 		{`{"timeout": 90}`, `"timeout"`},
 		{`{"timeout": "-1s"}`, `"timeout"`},

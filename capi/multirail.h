@@ -76,7 +76,9 @@ const char *mr_strerror(int code);
 /* Added with the library (docs/capi.md): "lossy_reliable": true (the
  * loss-tolerant allreduce never discards; its result is then exact) and
  * "lossy_fixed_rate": 0.1 (it discards that fraction of packets whatever
- * the controller says, [0, 1)). */
+ * the controller says, [0, 1)) and "lossy_controller": "margin=1" (the
+ * discard controller's constants in discard.ParseOptions' syntax, on top of
+ * the default: the match rule, as multirail train). */
 
 /* One call: under any launcher comm.Init knows (multirail run, torchrun,
  * env://, mpirun, srun, Kubernetes); returns once every rank is connected. */

@@ -22,6 +22,16 @@ const (
 	MaxPending = 1 << 16
 )
 
+// Recommended is the controller the project's tools use by default
+// (multirail train, the C ABI, the PyTorch backend): the match rule (discard
+// the share by which the link is slower than its recent baseline, with a
+// dead band of Margin: in calm nothing is discarded; docs/discard.md),
+// chosen over the patent's rule on seeds and scenarios not reported
+// (BENCHMARKS.md, issue 15). Its Initial and History are the patent
+// preset's, so that "rule=patent" on top of it gives that preset. The
+// zero Config, by contrast, is the patent's rule as written.
+var Recommended = Config{Rule: RuleMatch, Initial: 0.1, History: 4}
+
 // ErrConfig is wrapped by every configuration error.
 var ErrConfig = errors.New("discard: invalid config")
 

@@ -48,7 +48,7 @@ const (
 // the patent's on seeds and scenarios not reported (BENCHMARKS.md, issue
 // 15). Its Initial and History are PatentDiscard's, so that
 // --discard-opt rule=patent gives the patent preset.
-var DefaultDiscard = discard.Config{Rule: discard.RuleMatch, Initial: 0.1, History: 4}
+var DefaultDiscard = discard.Recommended
 
 // PatentDiscard is the JP7684261B2 preset, the default before issue 15:
 // the history variant over 4 stages, starting from a rate of 0.1, with
