@@ -251,6 +251,9 @@ func RunColl(ctx context.Context, o CollOptions, hooks CollHooks) (CollReport, e
 			if tm, err = FindTorchMultirail(ctx, p.TorchPython, ""); err != nil {
 				return rep, err
 			}
+			if tm, err = tm.Snapshot(dir); err != nil {
+				return rep, err
+			}
 		}
 		if slices.ContainsFunc(p.Systems, IsTorch) {
 			if gloo, err = WriteGlooFiles(dir); err != nil {

@@ -18,7 +18,8 @@ The model is an MLP of float32 Linear layers with ReLU between them, sizes
 gradients), initialised from --seed on every rank (DDP broadcasts rank 0's
 anyway), wrapped in DDP with its defaults (25 MiB buckets, the first one
 1 MiB; torch 1.13 rebuilds them after the first step: two buckets here).
-Each rank has one fixed batch of --batch samples (default 32; inputs
+Each rank has one fixed batch of --batch samples (default 8, as the lab
+bench's; inputs
 N(0,1), labels uniform over the last layer's classes, drawn from --seed and
 the rank) and trains on it with cross-entropy and SGD (lr 0.01, no
 momentum): --warmup steps (default 5), then --steps timed steps (default
@@ -54,9 +55,11 @@ other error.
 """
 
 import datetime
+import faulthandler
 import json
 import os
 import re
+import signal
 import socket
 import sys
 import time
@@ -80,7 +83,7 @@ class Usage(Exception):
 class Plan:
     def __init__(self):
         self.backend = "gloo"
-        self.batch = 32
+        self.batch = 8
         self.steps = 30
         self.warmup = 5
         self.layers = list(DEFAULT_LAYERS)
@@ -304,6 +307,9 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    # kill -USR1 on a rank prints every Python thread's stack on stderr
+    # (a run that hangs: lab bench -v shows it).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         sys.exit(main(sys.argv[1:]))
     except KeyboardInterrupt:

@@ -66,8 +66,10 @@ error.
 """
 
 import datetime
+import faulthandler
 import os
 import re
+import signal
 import socket
 import sys
 import time
@@ -728,6 +730,7 @@ def main(argv):
         for size in p.sizes:
             iters, warmup = iters_for(p, size)
             m = Measure()
+            dist.barrier()  # every rank's window starts together
             b0, w0, c0 = read_busy(), time.perf_counter(), cpu_seconds()
             RUNNERS[t.kind](env, p, size, iters, warmup, m)
             b1, w1 = read_busy(), time.perf_counter()
@@ -746,6 +749,9 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    # kill -USR1 on a rank prints every Python thread's stack on stderr
+    # (a run that hangs: lab bench -v shows it).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         sys.exit(main(sys.argv[1:]))
     except KeyboardInterrupt:

@@ -87,15 +87,54 @@ type TorchSetup struct {
 	Env []string
 	// Torch is torch's version.
 	Torch string
+	// Lib is the library multirail.torch loaded ("" if the package does
+	// not say: multirail._lib.path()).
+	Lib string
 	// How says, for the report, which of the ways above it is.
 	How string
 }
 
+// Snapshot copies the library (Lib) into dir as libmultirail-HASH.so and
+// returns t with MULTIRAIL_LIB set to the copy (which the package loads
+// first), so that a rebuild of the library while the bench runs (a
+// build-capi.sh or build-python.sh rewriting the file in place) cannot
+// crash the ranks (SIGBUS) or change the code between runs. Without Lib
+// it returns t as it is.
+func (t TorchSetup) Snapshot(dir string) (TorchSetup, error) {
+	if t.Lib == "" {
+		return t, nil
+	}
+	data, err := os.ReadFile(t.Lib)
+	if err != nil {
+		return t, fmt.Errorf("torch-multirail: %w", err)
+	}
+	cp, err := writeCached(dir, "libmultirail", ".so", data)
+	if err != nil {
+		return t, err
+	}
+	env := []string{}
+	for _, kv := range t.Env {
+		if !strings.HasPrefix(kv, "MULTIRAIL_LIB=") {
+			env = append(env, kv)
+		}
+	}
+	t.Env = append(env, "MULTIRAIL_LIB="+cp)
+	t.How += fmt.Sprintf("; the library %s copied to %s for the bench", t.Lib, cp)
+	t.Lib = cp
+	return t, nil
+}
+
 // torchMultirailProbe imports what gloo_osu.py and ddp_bench.py need
-// with the multirail backend and prints torch's version.
+// with the multirail backend and prints torch's version, then the path
+// of the library it loaded ("" if the package cannot say).
 const torchMultirailProbe = `import numpy, torch, torch.distributed as d
 import multirail.torch
-print(torch.__version__)`
+print(torch.__version__)
+try:
+    import multirail._lib as L
+    print(L.path())
+except Exception:
+    print("")`
 
 // TorchMultirailCandidates are the ways FindTorchMultirail tries, in
 // order: python itself when given; else, in the checkout dir, the
@@ -133,19 +172,19 @@ func FindTorchMultirail(ctx context.Context, python, dir string) (TorchSetup, er
 			why = append(why, c.How+": "+c.Python+" not found")
 			continue
 		}
-		version, err := probeTorchMultirail(ctx, c)
+		version, lib, err := probeTorchMultirail(ctx, c)
 		if err != nil {
 			why = append(why, c.How+": "+err.Error())
 			continue
 		}
-		c.Torch = version
+		c.Torch, c.Lib = version, lib
 		return c, nil
 	}
 	return TorchSetup{}, fmt.Errorf("torch-multirail: no Python here imports multirail.torch (build it with sh scripts/build-python.sh in the checkout and run the bench from there, or give --torch-python): %s",
 		strings.Join(why, "; "))
 }
 
-func probeTorchMultirail(ctx context.Context, c TorchSetup) (string, error) {
+func probeTorchMultirail(ctx context.Context, c TorchSetup) (version, lib string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.Python, "-c", torchMultirailProbe)
@@ -157,9 +196,17 @@ func probeTorchMultirail(ctx context.Context, c TorchSetup) (string, error) {
 		if w == "" {
 			w = err.Error()
 		}
-		return "", errors.New(w)
+		return "", "", errors.New(w)
 	}
-	return strings.TrimSpace(stdout.String()), nil
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	version = strings.TrimSpace(lines[0])
+	if len(lines) > 1 {
+		lib = strings.TrimSpace(lines[len(lines)-1])
+		if abs, err := filepath.Abs(lib); lib != "" && err == nil {
+			lib = abs // the probe ran in this working directory
+		}
+	}
+	return version, lib, nil
 }
 
 // TorchMultirailEnv is what the ranks of a torch-multirail system get

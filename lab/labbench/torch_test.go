@@ -198,13 +198,14 @@ func TestParseDDP(t *testing.T) {
 }
 
 // fakePython writes an executable script at path that stands in for a
-// Python: run with -c, it prints version, or fails with why on stderr.
+// Python: run with -c, it prints version and the library's path, or fails
+// with why on stderr.
 func fakePython(t *testing.T, path, version, why string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	body := "#!/bin/sh\necho \"$PYTHONPATH $MULTIRAIL_LIB\" > \"$0.env\"\necho " + version + "\n"
+	body := "#!/bin/sh\necho " + version + "\necho " + filepath.Join(filepath.Dir(path), "libmultirail.so") + "\n"
 	if why != "" {
 		body = "#!/bin/sh\necho 'Traceback (most recent call last):' >&2\necho '" + why + "' >&2\nexit 1\n"
 	}
@@ -228,8 +229,33 @@ func TestFindTorchMultirail(t *testing.T) {
 	venv := filepath.Join(dir, ".venv/bin/python")
 	fakePython(t, venv, "1.13.1", "")
 	got, err := FindTorchMultirail(ctx, "", dir)
-	if err != nil || got.Python != venv || got.Torch != "1.13.1" || len(got.Env) != 0 || !strings.Contains(got.How, "build-python.sh") {
+	if err != nil || got.Python != venv || got.Torch != "1.13.1" || len(got.Env) != 0 || !strings.Contains(got.How, "build-python.sh") ||
+		got.Lib != filepath.Join(dir, ".venv/bin/libmultirail.so") {
 		t.Errorf("venv: %+v, %v", got, err)
+	}
+	// The bench runs a copy of the library: a rebuild meanwhile cannot
+	// touch it.
+	if err := os.WriteFile(got.Lib, []byte("ELF v1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	got.Env = []string{"PYTHONPATH=/p", "MULTIRAIL_LIB=/old.so"}
+	snap, err := got.Snapshot(cache)
+	if err != nil || filepath.Dir(snap.Lib) != cache || !strings.HasPrefix(filepath.Base(snap.Lib), "libmultirail-") ||
+		!slices.Equal(snap.Env, []string{"PYTHONPATH=/p", "MULTIRAIL_LIB=" + snap.Lib}) || !strings.Contains(snap.How, "copied to "+snap.Lib) {
+		t.Errorf("snapshot: %+v, %v", snap, err)
+	}
+	if b, err := os.ReadFile(snap.Lib); err != nil || string(b) != "ELF v1" {
+		t.Errorf("copy: %q, %v", b, err)
+	}
+	if err := os.WriteFile(got.Lib, []byte("ELF v2"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(snap.Lib); string(b) != "ELF v1" {
+		t.Errorf("the copy changed with the library: %q", b)
+	}
+	if same, err := (TorchSetup{Python: "p"}).Snapshot(cache); err != nil || same.Python != "p" || len(same.Env) != 0 {
+		t.Errorf("no library: %+v, %v", same, err)
 	}
 	// Neither works: one error naming every way tried and why.
 	fakePython(t, venv, "", "ModuleNotFoundError: No module named multirail")
