@@ -27,7 +27,11 @@
 // (lab.Config.Hosts) it runs OSU-style tests, one rank per host, every
 // system started by Open MPI's mpirun on host 0 with `<exe> lab rsh`:
 // openmpi-default and openmpi-weighted run mrosu (package lab/mpi), gloo
-// runs gloo_osu.py under one torchrun per host, multirail-<sched> runs
-// `<exe> osu`; all print the same result lines or JSON, gathered into a
-// CollReport. Failed runs are in the report and make a RunsError.
+// runs gloo_osu.py under one torchrun per host, torch-multirail[-plaintext]
+// the same program with torch's backend multirail (python/multirail over
+// the C ABI; FindTorchMultirail, TorchSetup), multirail-<sched>[-plaintext]
+// runs `<exe> osu`; all print the same result lines or JSON, gathered into
+// a CollReport. The test ddp (DDPTest) runs ddp_bench.py, DDP training
+// steps of an MLP, on the torch systems. Every run's busy CPU share is in
+// the report. Failed runs are in the report and make a RunsError.
 package labbench
