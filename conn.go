@@ -113,8 +113,9 @@ type Conn struct {
 	peerGone    bool          // GOAWAY received
 
 	closeOnce    sync.Once
+	shutDown     chan struct{} // closed when shutdown's work is done
 	closed       chan struct{}
-	shuttingDown atomic.Bool // set first thing by shutdown
+	shuttingDown atomic.Bool // set by the first shutdown, before anything else
 	errMu        sync.Mutex
 	err          error
 	lost         error // eager messages left unacknowledged at shutdown (ErrUndelivered); guarded by errMu
@@ -166,6 +167,7 @@ func newConn(cfg config, session [16]byte, key [32]byte, rails []railInit, peer 
 		re:         re,
 		recvReady:  make(chan struct{}),
 		closed:     make(chan struct{}),
+		shutDown:   make(chan struct{}),
 	}
 	c.log = cfg.Logger.With("session", fmt.Sprintf("%x", session[:4]))
 	c.graceTimer = time.AfterFunc(time.Hour, c.graceOver)
@@ -297,9 +299,22 @@ func (u *undelivered) err() error {
 
 // shutdown closes the connection once with err. goAway makes every
 // writer send GOAWAY first (bounded wait).
-func (c *Conn) shutdown(err error, goAway bool) {
+func (c *Conn) shutdown(err error, goAway bool) { c.shutdownOnce(err, goAway, true) }
+
+// shutdownOnce is shutdown; the first caller (the one that sets
+// shuttingDown) does the work, and a later one waits for it to end if
+// wait, else returns at once. A rail's reader passes wait false: the first
+// shutdown may be waiting for that very reader to end (both ends closing
+// at once: the reader sees the peer's GOAWAY while Close waits for it).
+func (c *Conn) shutdownOnce(err error, goAway, wait bool) {
+	if !c.shuttingDown.CompareAndSwap(false, true) {
+		if wait {
+			<-c.shutDown
+		}
+		return
+	}
 	c.closeOnce.Do(func() {
-		c.shuttingDown.Store(true)
+		defer close(c.shutDown)
 		c.errMu.Lock()
 		c.err = err
 		c.errMu.Unlock()

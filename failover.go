@@ -110,13 +110,10 @@ func (c *Conn) peerClosed() {
 	c.peerGone = true
 	c.notifyRecvLocked()
 	c.rmu.Unlock()
-	if c.shuttingDown.Load() {
-		// This side is closing too and waits for this reader: shutting
-		// down again would wait for the first shutdown, which waits for
-		// us (until closeLinger), when both sides close at once.
-		return
-	}
-	c.shutdown(ErrPeerClosed, false)
+	// When this side is closing too, its shutdown may wait for this
+	// reader: waiting for that shutdown here would wait for ourselves
+	// (until closeLinger), when both sides close at once.
+	c.shutdownOnce(ErrPeerClosed, false, false)
 }
 
 func (c *Conn) firstUp() int {
