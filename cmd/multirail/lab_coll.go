@@ -341,7 +341,7 @@ func printRunsBusy(w io.Writer, rep labbench.CollReport) {
 		if r.Busy >= 0 {
 			b = fmt.Sprintf("%.2f", r.Busy)
 		}
-		runs[k] = append(runs[k], fmt.Sprintf("%s (%.0f s)", b, r.Seconds))
+		runs[k] = append(runs[k], fmt.Sprintf("%s (%.1f s)", b, r.Seconds))
 	}
 	fmt.Fprintf(w, "# busy CPU share of the machine (%d CPUs) over each run, start-up included, rounds in order:\n", rep.Runs[0].CPUs)
 	for _, k := range keys {
@@ -413,6 +413,9 @@ func printCollTable(w io.Writer, rep labbench.CollReport) {
 const (
 	figureSmall = 8
 	figureLarge = 4 << 20
+	// minBusBWSize is the smallest size whose bus bandwidth is compared
+	// (with baselines or the ceiling): below it the time is latency.
+	minBusBWSize = 64 << 10
 )
 
 // collRatios compares every multirail system (Go-native and torch) with
@@ -442,7 +445,7 @@ func collRatios(rep labbench.CollReport, cells map[string]map[int]map[string]*co
 			}
 		}
 		for _, size := range larges {
-			if a, b := cells[test][size][m], cells[test][size][o]; a != nil && b != nil && median(b.busbw) > 0 && test != "latency" {
+			if a, b := cells[test][size][m], cells[test][size][o]; a != nil && b != nil && median(b.busbw) > 0 && test != "latency" && size >= minBusBWSize {
 				out = append(out, fmt.Sprintf("  %s / %s at %s: busbw %.2fx", m, o, units.FormatSize(int64(size)), median(a.busbw)/median(b.busbw)))
 			}
 		}
@@ -452,7 +455,7 @@ func collRatios(rep labbench.CollReport, cells map[string]map[int]map[string]*co
 			continue
 		}
 		mc := cells[test][large][m]
-		if mc != nil && median(mc.busbw) > 0 && test != "latency" {
+		if mc != nil && median(mc.busbw) > 0 && test != "latency" && large >= minBusBWSize {
 			out = append(out, fmt.Sprintf("  %s at %s: busbw %.3f of the ceiling", m, units.FormatSize(int64(large)), median(mc.busbw)/rep.CeilingBps))
 		}
 		if labbench.IsBaseline(m) {

@@ -248,7 +248,7 @@ func TestPrintCollTableTorch(t *testing.T) {
 		"  torch-multirail-plaintext / multirail-qlearn-plaintext at 4MiB: busbw 0.80x",
 		"  multirail-qlearn-plaintext / gloo at 4MiB: busbw 2.78x",
 		"# busy CPU share of the machine (2 CPUs) over each run, start-up included, rounds in order:",
-		"#   gloo ddp: 0.50 (100 s), 0.60 (100 s), 0.55 (100 s)",
+		"#   gloo ddp: 0.50 (100.0 s), 0.60 (100.0 s), 0.55 (100.0 s)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
@@ -265,5 +265,23 @@ func TestPrintCollTableTorch(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "ddp-busbw.png")); err == nil {
 		t.Error("a bus bandwidth plot of ddp")
+	}
+}
+
+// TestCollRatiosSmallOnly: with small sizes only, times are compared and
+// no bus bandwidth (latency, not bandwidth, at 8 B).
+func TestCollRatiosSmallOnly(t *testing.T) {
+	rep := labbench.CollReport{Hosts: 4, CeilingBps: 334.7e6, Systems: []string{"gloo", "torch-multirail"}}
+	for _, s := range []int{4, 8} {
+		rep.Results = append(rep.Results,
+			labbench.CollResult{System: "gloo", Test: "allreduce", Round: 1, Size: s, AvgUs: 1600, BusBWBps: 1e4},
+			labbench.CollResult{System: "torch-multirail", Test: "allreduce", Round: 1, Size: s, AvgUs: 500, BusBWBps: 3e4})
+	}
+	var b strings.Builder
+	printCollTable(&b, rep)
+	out := b.String()
+	if !strings.Contains(out, "torch-multirail / gloo at 4B: time 0.31x") || !strings.Contains(out, "torch-multirail / gloo at 8B: time 0.31x") ||
+		strings.Contains(out, "busbw 3.00x") || strings.Contains(out, "of the ceiling") {
+		t.Errorf("small sizes:\n%s", out)
 	}
 }

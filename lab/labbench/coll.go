@@ -118,8 +118,10 @@ type CollResult struct {
 	Busy float64 `json:"busy,omitempty"`
 	// RanksBusy is the share of all CPUs the ranks' own processes used
 	// (every thread, user and system time, summed over the ranks) over
-	// the same time; Busy less RanksBusy is the kernel's network work
-	// (softirq, tbf, bridges) and everything else on the machine.
+	// the same time (kernel work done while a rank ran, softirq
+	// included, is charged to it); Busy less RanksBusy is the work of
+	// the kernel's own threads (ksoftirqd) and of everything else on
+	// the machine.
 	RanksBusy float64 `json:"ranks_busy,omitempty"`
 
 	// DDPTest only (ddp_bench.py): Size is the gradients' bytes, AvgUs
