@@ -175,6 +175,15 @@ type Config struct {
 	// the caller's buffer and Send waits. 0 means 16 KiB (at most
 	// SegmentSize); a negative value turns eager sends off.
 	EagerLimit int
+	// PlanMin is the smallest message the transport plans when the
+	// scheduler leaves large messages to it (sched.Planning; qlearn does):
+	// the message is split over the rails that are up, each a contiguous
+	// share sized from the rail's measured rate and backlog so that all
+	// are expected to finish together, and the tail moves to a rail that
+	// runs dry (docs/scheduler.md, "The planner"). Smaller messages are
+	// placed segment by segment by the scheduler. 0 means 2 x SegmentSize;
+	// a negative value turns planning off.
+	PlanMin int
 	// Checksum adds a CRC32C of every segment's payload, checked by the
 	// receiver (TCP's own checksum is weak; costs CPU).
 	Checksum bool
@@ -294,6 +303,9 @@ func (c Config) validate(dialing bool) (config, error) {
 	}
 	if c.EagerLimit == 0 {
 		c.EagerLimit = min(DefaultEagerLimit, c.SegmentSize)
+	}
+	if c.PlanMin == 0 {
+		c.PlanMin = 2 * c.SegmentSize
 	}
 	if c.MaxPeerSegmentSize == 0 {
 		c.MaxPeerSegmentSize = max(DefaultMaxPeerSegment, c.SegmentSize)

@@ -82,8 +82,13 @@ type Conn struct {
 	enqueuing     chan struct{} // cap 1: held by the Send queueing a large message
 	changeWaiters int           // goroutines waiting on changed
 	nextID        uint64
-	peerCredit    uint64 // cumulative credit granted by the peer
-	usedCredit    uint64
+	credit        sender.Credit // the peer's flow-control window: granted and used
+	planning      bool          // large messages are planned (plan.go)
+	shares        []int64       // the planner's scratch (plan.go)
+	lanes         []sender.Lane // the planner's scratch (plan.go)
+	plans         uint64        // messages planned
+	tailMoves     uint64        // shares moved by replanTailLocked
+	lastPlan      *planRecord   // the last planned message acknowledged in full
 	peerWindow    uint64
 	sentMsgs      uint64
 	ticks         uint64                 // dispatch timer ticks so far
@@ -162,7 +167,7 @@ func newConn(cfg config, session [16]byte, key [32]byte, rails []railInit, peer 
 		changed:    make(chan struct{}),
 		enqueuing:  make(chan struct{}, 1),
 		nextID:     1,
-		peerCredit: peer.window,
+		credit:     sender.NewCredit(peer.window),
 		peerWindow: peer.window,
 		re:         re,
 		recvReady:  make(chan struct{}),
@@ -189,6 +194,9 @@ func newConn(cfg config, session [16]byte, key [32]byte, rails []railInit, peer 
 		r.ackTimer = time.AfterFunc(time.Hour, r.ackDue)
 		r.ackTimer.Stop()
 		c.rails = append(c.rails, r)
+	}
+	if p, ok := sch.(sched.Planning); ok && p.Plans() && cfg.PlanMin >= 0 && len(c.rails) > 1 {
+		c.planning = true
 	}
 	if ex, ok := sch.(sched.Explainer); ok {
 		c.explainer = ex

@@ -60,6 +60,7 @@ type rail struct {
 	backoff time.Duration
 	rejoins uint64 // connections that replaced a failed one
 	resent  uint64 // segments carried again after their first rail failed
+	stolen  uint64 // planned segments moved here from the end of another rail's queue
 	lastErr error  // why the rail last failed
 
 	// receive side and counters

@@ -432,9 +432,11 @@ func (c *Conn) ack(r *rail, a wire.Ack, now int64) error {
 		if bytes > 0 {
 			c.adaptNotSent(r, now)
 		}
+		if c.planning && r.core.Len() == 0 && c.stealLocked(r, now) {
+			r.signal()
+		}
 	}
-	if a.Credit > c.peerCredit {
-		c.peerCredit = a.Credit
+	if c.credit.Grant(a.Credit) {
 		c.broadcast()
 	}
 	return nil
@@ -449,6 +451,9 @@ func (c *Conn) acked(r *rail, e entry) {
 	}
 	if m := s.msg; m != nil {
 		m.remaining--
+		if m.plan != nil {
+			c.planAcked(r.idx, s, r.ackNow)
+		}
 		if m.remaining == 0 {
 			close(m.done)
 		}

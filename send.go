@@ -17,6 +17,7 @@ import (
 type outMsg struct {
 	remaining int // segments not yet acknowledged (guarded by Conn.mu)
 	done      chan struct{}
+	plan      *planRecord // what the planner did with it; nil if it was not planned
 }
 
 // segment is one DATA frame queued or in flight on a rail.
@@ -170,7 +171,7 @@ func (c *Conn) send(ctx context.Context, tag uint32, msg []byte, try bool) (sent
 		}()
 	}
 	c.mu.Lock()
-	for c.usedCredit+cost > c.peerCredit {
+	for !c.credit.Fits(cost) {
 		if try {
 			c.mu.Unlock()
 			return false, nil
@@ -190,18 +191,17 @@ func (c *Conn) send(ctx context.Context, tag uint32, msg []byte, try bool) (sent
 		c.mu.Unlock()
 		return false, err
 	}
-	c.usedCredit += cost
+	c.credit.Use(cost)
 	id := c.nextID
 	c.nextID++
-	seg := c.cfg.SegmentSize
-	single := len(msg) <= seg // one frame whatever the rail
+	single := len(msg) <= c.cfg.SegmentSize // one frame whatever the rail
+	continuous := !c.dispatched()
 	var om *outMsg            // nil for eager messages: nobody waits for them
 	if !eager {
 		// One count per frame, plus one that this Send holds until every
 		// frame is queued: the message cannot complete before that.
 		om = &outMsg{remaining: 1, done: make(chan struct{})}
 	}
-	var last *rail
 	flags := uint8(0)
 	if c.cfg.Checksum {
 		flags = wire.FlagCRC
@@ -209,52 +209,16 @@ func (c *Conn) send(ctx context.Context, tag uint32, msg []byte, try bool) (sent
 	if eager {
 		flags |= wire.FlagEager
 	}
-	continuous := !c.dispatched()
-	for off := 0; off < len(msg) || off == 0; {
-		r, now, err := c.railLocked(min(seg, len(msg)-off) + wire.DataHeaderSize)
-		if err != nil {
-			c.mu.Unlock()
-			return false, err
-		}
-		end := min(off+seg, len(msg))
-		if !eager && r != nil {
-			end = min(off+c.spanFor(r), len(msg))
-		}
-		s := segPool.Get().(*segment)
-		s.payload = msg[off:end]
-		if eager {
-			var b *[]byte
-			if len(msg) <= DefaultEagerLimit {
-				b = eagerPool.Get().(*[]byte)
-			} else {
-				nb := make([]byte, 0, len(msg))
-				b = &nb
-			}
-			*b = append((*b)[:0], msg...)
-			s.owned, s.payload = b, *b
-		}
-		s.msg = om
-		d := wire.Data{Flags: flags, Session: c.sid, Message: id, Tag: tag, Total: uint64(len(msg)), Offset: uint64(off), Len: uint32(end - off)}
-		if c.cfg.Checksum {
-			d.CRC = wire.Checksum(s.payload)
-		}
-		wire.PutData(s.hdr[:], d)
-		if om != nil {
-			om.remaining++
-		}
-		if r == nil {
-			c.holdSegLocked(now, s)
-		} else {
-			c.push(now, r, s)
-		}
-		if r != nil && continuous && !single {
-			r.signal() // a single frame is flushed below
-		}
-		last = r
-		off = end
-		if end == len(msg) {
-			break
-		}
+	m := msgFrames{om: om, id: id, tag: tag, flags: flags, msg: msg, eager: eager}
+	var last *rail
+	if !eager && c.planning && len(msg) >= c.cfg.PlanMin && c.upRails() > 1 {
+		last, err = c.queuePlannedLocked(&m)
+	} else {
+		last, err = c.queueRangeLocked(&m, 0, len(msg))
+	}
+	if err != nil {
+		c.mu.Unlock()
+		return false, err
 	}
 	if om != nil {
 		om.remaining-- // every frame is queued
@@ -299,6 +263,79 @@ func (c *Conn) send(ctx context.Context, tag uint32, msg []byte, try bool) (sent
 		}
 		return false, c.closedErr()
 	}
+}
+
+// msgFrames is a message being cut into frames.
+type msgFrames struct {
+	om    *outMsg // nil for an eager message
+	id    uint64
+	tag   uint32
+	flags uint8
+	msg   []byte
+	eager bool
+}
+
+// frame returns the segment that carries msg[off:end].
+func (c *Conn) frame(m *msgFrames, off, end int) *segment {
+	s := segPool.Get().(*segment)
+	s.payload = m.msg[off:end]
+	if m.eager {
+		var b *[]byte
+		if len(m.msg) <= DefaultEagerLimit {
+			b = eagerPool.Get().(*[]byte)
+		} else {
+			nb := make([]byte, 0, len(m.msg))
+			b = &nb
+		}
+		*b = append((*b)[:0], m.msg...)
+		s.owned, s.payload = b, *b
+	}
+	s.msg = m.om
+	d := wire.Data{Flags: m.flags, Session: c.sid, Message: m.id, Tag: m.tag, Total: uint64(len(m.msg)), Offset: uint64(off), Len: uint32(end - off)}
+	if c.cfg.Checksum {
+		d.CRC = wire.Checksum(s.payload)
+	}
+	wire.PutData(s.hdr[:], d)
+	if m.om != nil {
+		m.om.remaining++
+	}
+	return s
+}
+
+// queueRangeLocked queues the frames of m.msg[off:end] on the rails the
+// scheduler picks, segment by segment, waiting for room where it must,
+// and returns the rail of the last one (nil if it was held for an
+// outage). Caller holds c.mu; it is released while waiting.
+func (c *Conn) queueRangeLocked(m *msgFrames, off, end int) (*rail, error) {
+	seg := c.cfg.SegmentSize
+	single := len(m.msg) <= seg
+	continuous := !c.dispatched()
+	var last *rail
+	for off < end || off == 0 {
+		r, now, err := c.railLocked(min(seg, end-off) + wire.DataHeaderSize)
+		if err != nil {
+			return nil, err
+		}
+		fe := min(off+seg, end)
+		if !m.eager && r != nil {
+			fe = min(off+c.spanFor(r), end)
+		}
+		s := c.frame(m, off, fe)
+		if r == nil {
+			c.holdSegLocked(now, s)
+		} else {
+			c.push(now, r, s)
+		}
+		if r != nil && continuous && !single {
+			r.signal() // a single frame is flushed by Send
+		}
+		last = r
+		off = fe
+		if off == end {
+			break
+		}
+	}
+	return last, nil
 }
 
 // railLocked asks the scheduler for a rail for a frame of size bytes and

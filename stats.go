@@ -44,6 +44,10 @@ type RailStats struct {
 	// Resent counts the segments queued on this rail again because the
 	// rail that first carried them failed before they were acknowledged.
 	Resent uint64
+	// Moved counts the segments of planned messages this rail took from
+	// the end of another rail's queue because it would finish them sooner
+	// (see Config.PlanMin).
+	Moved uint64
 	// LastError says why the rail last failed; empty if it never did.
 	LastError string
 	// Level is the scheduler's current state level for the rail (k_i in
@@ -95,6 +99,12 @@ type Stats struct {
 	// CreditAvailable is how many bytes of message cost the peer currently
 	// lets this side start.
 	CreditAvailable uint64
+	// Plans counts the messages the planner split over the rails, and
+	// TailMoves the times it moved the rest of a rail's share to a rail
+	// that had queued all of its own (Config.PlanMin). LastPlan describes
+	// the last planned message acknowledged in full; nil before one.
+	Plans, TailMoves uint64
+	LastPlan         *PlanStats
 	// DispatchTicks counts the dispatch timer's ticks so far; 0 when
 	// Config.DispatchInterval is 0 (continuous dispatch).
 	DispatchTicks uint64
@@ -115,8 +125,18 @@ func (c *Conn) Stats() Stats {
 	st.Scheduler.Name = c.sch.Name()
 	st.MessagesSent = c.sentMsgs
 	st.MessagesReceived = c.recvMsgs.Load()
-	st.CreditAvailable = c.peerCredit - c.usedCredit
+	st.CreditAvailable = c.credit.Available()
 	st.DispatchTicks = c.ticks
+	st.Plans, st.TailMoves = c.plans, c.tailMoves
+	if p := c.lastPlan; p != nil {
+		lp := &PlanStats{Bytes: append([]int64(nil), p.bytes...), End: make([]time.Duration, len(p.end))}
+		for i, e := range p.end {
+			if p.bytes[i] > 0 {
+				lp.End[i] = time.Duration(e - p.start)
+			}
+		}
+		st.LastPlan = lp
+	}
 	x := &c.explain
 	if c.explainer != nil {
 		c.explainer.Explain(x)
@@ -139,7 +159,7 @@ func (c *Conn) Stats() Stats {
 			BytesSent: r.bytesOut.Load(), SegmentsSent: r.segsOut.Load(),
 			BytesReceived: r.bytesIn.Load(), SegmentsReceived: r.segsIn.Load(),
 			Queued: r.core.Len(), QueuedBytes: r.core.QueuedBytes(), InFlight: r.core.InFlight(),
-			LastWait: time.Duration(r.core.LastWait()), RateBps: r.core.Rate(), AckDelay: time.Duration(r.core.AckDelay()), Errors: r.errs.Load(), ErrorsByReason: r.errReasons(), Rejoins: r.rejoins, Resent: r.resent,
+			LastWait: time.Duration(r.core.LastWait()), RateBps: r.core.Rate(), AckDelay: time.Duration(r.core.AckDelay()), Errors: r.errs.Load(), ErrorsByReason: r.errReasons(), Rejoins: r.rejoins, Resent: r.resent, Moved: r.stolen,
 			Level: -1,
 		}
 		if r.lastErr != nil {

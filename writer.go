@@ -86,6 +86,9 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 			n += e.Size
 			w.batch = append(w.batch, e)
 		}
+		if c.planning && r.core.Len() == 0 {
+			c.stealLocked(r, now) // taken by the next batch
+		}
 		if len(w.batch) > 0 {
 			c.fillStates()
 			for _, e := range w.batch {

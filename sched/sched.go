@@ -174,6 +174,17 @@ type DeliveryObserver interface {
 	Delivered(now int64, rail int, size int, delay int64, rails []RailState)
 }
 
+// Planning is implemented by schedulers that leave large messages to the
+// transport's planner when Plans returns true: a message of several
+// segments is then split over the rails up front, each rail a contiguous
+// share sized so that all are expected to finish together (from each
+// rail's measured rate and backlog; internal/sender.Split), and the
+// scheduler places only the segments of small messages. Schedulers that
+// do not implement it (or return false) place every segment.
+type Planning interface {
+	Plans() bool
+}
+
 // Explainer is implemented by schedulers that can say why traffic goes
 // where it goes. The transport and the simulator call Explain when a user
 // asks for statistics, never on the hot path.

@@ -54,6 +54,20 @@ func (q *Queue[T]) Pop() T {
 	return v
 }
 
+// Back returns the newest element; the queue must not be empty.
+func (q *Queue[T]) Back() T { return q.buf[(q.head+q.n-1)&(len(q.buf)-1)] }
+
+// PopBack removes and returns the newest element; the queue must not be
+// empty. The slot is zeroed.
+func (q *Queue[T]) PopBack() T {
+	var zero T
+	i := (q.head + q.n - 1) & (len(q.buf) - 1)
+	v := q.buf[i]
+	q.buf[i] = zero
+	q.n--
+	return v
+}
+
 // Drain appends every element, oldest first, to dst, empties the queue and
 // returns the extended slice.
 func (q *Queue[T]) Drain(dst []T) []T {

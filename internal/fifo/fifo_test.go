@@ -79,6 +79,18 @@ func TestQueueModel(t *testing.T) {
 				}
 				model = model[1:]
 			},
+			"popBack": func(t *rapid.T) {
+				if len(model) == 0 {
+					t.Skip("empty")
+				}
+				if got, want := q.Back(), model[len(model)-1]; got != want {
+					t.Fatalf("Back %d, want %d", got, want)
+				}
+				if got, want := q.PopBack(), model[len(model)-1]; got != want {
+					t.Fatalf("PopBack %d, want %d", got, want)
+				}
+				model = model[:len(model)-1]
+			},
 			"at": func(t *rapid.T) {
 				if len(model) == 0 {
 					t.Skip("empty")

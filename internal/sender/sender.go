@@ -185,6 +185,20 @@ func (r *Rail[T]) Requeue(now int64, e Entry[T]) {
 	r.updateBacklog(now)
 }
 
+// Back returns the newest queued segment; the queue must not be empty.
+func (r *Rail[T]) Back() Entry[T] { return r.queue.Back() }
+
+// PopBack removes the newest queued segment at time now and returns it
+// (its Enq kept), for another rail to take (Moves). The queue must not be
+// empty.
+func (r *Rail[T]) PopBack(now int64) Entry[T] {
+	e := r.queue.PopBack()
+	r.queued -= int64(e.Size)
+	r.release = min(r.release, r.queue.Len())
+	r.updateBacklog(now)
+	return e
+}
+
 // Tick is the dispatch timer: everything queued now is released. It
 // returns the number released.
 func (r *Rail[T]) Tick() int {
@@ -369,6 +383,9 @@ func NewCredit(window uint64) Credit { return Credit{granted: window} }
 
 // Fits reports whether cost more bytes fit in the window.
 func (c *Credit) Fits(cost uint64) bool { return c.used+cost <= c.granted }
+
+// Available is the credit left: granted less used.
+func (c *Credit) Available() uint64 { return c.granted - c.used }
 
 // Use charges cost bytes; the caller checked Fits.
 func (c *Credit) Use(cost uint64) { c.used += cost }

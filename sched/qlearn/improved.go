@@ -155,6 +155,10 @@ func (s *improved) fbuf(i int) []uint64 {
 
 func (s *improved) Name() string { return Name }
 
+// Plans is true: the transport plans large messages (sched.Planning); the
+// Q-table places small ones.
+func (s *improved) Plans() bool { return true }
+
 // level maps a rail's queue occupancy to 0..k-1.
 func (s *improved) level(r *sched.RailState) int {
 	var l int

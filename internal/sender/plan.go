@@ -1,0 +1,205 @@
+package sender
+
+// The planner: a large message's bytes split over the rails so that every
+// rail used is expected to finish its share at the same time, and the
+// tail moved from a rail that fell behind to one that ran dry.
+
+// Lane is what the planner knows of one rail.
+type Lane struct {
+	// Up is false for a rail that must get nothing.
+	Up bool
+	// Rate is the rail's drain rate in bits/s that the planner trusts; 0
+	// when unknown (see Resolve).
+	Rate float64
+	// Backlog is the bytes the rail must still move before a new byte:
+	// queued, and taken but not yet acknowledged (what the kernel still
+	// holds, what is on the wire, what the peer has not yet acknowledged).
+	Backlog int64
+}
+
+// Lane is the planner's view of r: its measured drain rate, else its
+// nominal rate, else 0; its backlog is its queued plus in-flight bytes.
+func (r *Rail[T]) Lane(up bool) Lane {
+	rate := r.rate
+	if rate <= 0 {
+		rate = r.cfg.Nominal
+	}
+	return Lane{Up: up, Rate: rate, Backlog: r.queued + r.flying}
+}
+
+// Resolve replaces the unknown rates of lanes that are up: with the
+// smallest known rate of a lane that is up (a rail not yet measured gets
+// a modest share, enough to measure it), or with 1 when none is known (an
+// equal split). It changes lanes in place and returns it.
+func Resolve(lanes []Lane) []Lane {
+	low := 0.0
+	for _, l := range lanes {
+		if l.Up && l.Rate > 0 && (low == 0 || l.Rate < low) {
+			low = l.Rate
+		}
+	}
+	if low == 0 {
+		low = 1
+	}
+	for i := range lanes {
+		if lanes[i].Up && !(lanes[i].Rate > 0) {
+			lanes[i].Rate = low
+		}
+	}
+	return lanes
+}
+
+// Finish is when lane l is expected to have moved its backlog and extra
+// more bytes, in seconds from now; +Inf-like (a large number) for a lane
+// that is down or has no rate.
+func (l Lane) Finish(extra int64) float64 {
+	if !l.Up || !(l.Rate > 0) {
+		return 1e300
+	}
+	return float64(l.Backlog+extra) * 8 / l.Rate
+}
+
+// Split divides n bytes among lanes in whole units of unit bytes (the
+// wire's segment size: a frame starts at a multiple of it) so that every
+// lane given a share is expected to finish at about the same time
+// (water-filling over the lanes' backlogs and rates, then the units
+// rounded so that the latest finish is as early as it can be), and
+// appends the shares, one per lane, to shares[:0]. Every share is a
+// multiple of unit but one, the lane that carries the message's last,
+// partial unit (when n is not a multiple of unit): its range must come
+// last. A lane that is down gets 0, and so does a lane whose share would
+// be below minShare bytes (it is already busy past the others' finish, or
+// too slow to matter); the rest is planned again without it. The shares
+// sum to n exactly and at least one lane gets a share when any is up
+// (n > 0). Rates must be resolved (see Resolve); a lane that is up with
+// no rate gets nothing.
+func Split(n, unit int64, lanes []Lane, minShare int64, shares []int64) []int64 {
+	shares = shares[:0]
+	for range lanes {
+		shares = append(shares, 0)
+	}
+	if n <= 0 {
+		return shares
+	}
+	unit = max(unit, 1)
+	// in: lanes still in the plan (at most 64 rails, as wire allows).
+	var in uint64
+	for i, l := range lanes {
+		if l.Up && l.Rate > 0 && i < 64 {
+			in |= 1 << i
+		}
+	}
+	if in == 0 {
+		return shares
+	}
+	x := make([]float64, len(lanes))
+	for {
+		var backlog, rate float64
+		for i, l := range lanes {
+			if in&(1<<i) != 0 {
+				backlog += float64(l.Backlog)
+				rate += l.Rate / 8
+			}
+		}
+		t := (float64(n) + backlog) / rate // the common finish, in seconds
+		drop, low := -1, 0.0
+		for i, l := range lanes {
+			if in&(1<<i) == 0 {
+				continue
+			}
+			x[i] = l.Rate/8*t - float64(l.Backlog)
+			if x[i] < float64(minShare) && (drop < 0 || x[i] < low) {
+				drop, low = i, x[i]
+			}
+		}
+		if drop < 0 || in == 1<<drop {
+			break
+		}
+		in &^= 1 << drop
+	}
+	// Whole units: round down, then each unit left to the lane that
+	// finishes soonest with it.
+	units := (n + unit - 1) / unit
+	var sum int64
+	for i := range lanes {
+		if in&(1<<i) != 0 {
+			shares[i] = max(int64(x[i]/float64(unit)), 0)
+			sum += shares[i]
+		}
+	}
+	for ; sum > units; sum-- { // float error: take from the latest
+		late := pick(lanes, shares, in, unit, true)
+		shares[late]--
+	}
+	for ; sum < units; sum++ {
+		shares[pick(lanes, shares, in, unit, false)]++
+	}
+	// The last unit is partial: the lane that finishes last carries it.
+	partial := -1
+	if n%unit != 0 {
+		partial = pick(lanes, shares, in, unit, true)
+	}
+	for i := range shares {
+		shares[i] *= unit
+	}
+	if partial >= 0 {
+		shares[partial] -= unit - n%unit
+	}
+	return shares
+}
+
+// pick returns the lane of in (with units units each) that finishes last
+// with what it has (latest) or first with one unit more.
+func pick(lanes []Lane, units []int64, in uint64, unit int64, latest bool) int {
+	best, bt := -1, 0.0
+	for i, l := range lanes {
+		if in&(1<<i) == 0 || (latest && units[i] == 0) {
+			continue
+		}
+		var t float64
+		if latest {
+			t = l.Finish(units[i] * unit)
+		} else {
+			t = l.Finish((units[i] + 1) * unit)
+		}
+		if best < 0 || (latest && t > bt) || (!latest && t < bt) {
+			best, bt = i, t
+		}
+	}
+	return best
+}
+
+// Rebalance returns how many of the rem bytes still planned for lane from
+// (beyond its Backlog) should move to lane to, so that both are expected
+// to finish together: 0 when to would not finish them sooner than from.
+// Less than all of rem is rounded down to a multiple of unit (unit > 0):
+// 0 when less than one unit would move. A lane that is down gives all.
+func Rebalance(from, to Lane, rem, unit int64) int64 {
+	if rem <= 0 || !to.Up || !(to.Rate > 0) || unit <= 0 {
+		return 0
+	}
+	if !from.Up || !(from.Rate > 0) {
+		return rem // a lane that is down keeps nothing
+	}
+	// (B_f + rem - k)/R_f = (B_t + k)/R_t
+	k := (to.Rate*float64(from.Backlog+rem) - from.Rate*float64(to.Backlog)) / (from.Rate + to.Rate)
+	if k <= 0 {
+		return 0
+	}
+	moved := min(int64(k), rem)
+	if moved < rem {
+		moved -= moved % unit
+	}
+	return moved
+}
+
+// Moves reports whether a segment of size bytes at the end of lane
+// from's queue (counted in from's Backlog) would be done sooner on lane
+// to: to's finish with it is before from's finish. A segment moved so
+// never comes back (from's finish without it is before to's with it).
+func Moves(from, to Lane, size int64) bool {
+	if !to.Up || !(to.Rate > 0) || size <= 0 || from.Backlog < size {
+		return false
+	}
+	return to.Finish(size) < from.Finish(0)
+}

@@ -1,0 +1,229 @@
+// The planner's shell: a large message split over the rails by
+// internal/sender.Split, its tail moved to rails that run dry.
+
+package multirail
+
+import (
+	"time"
+
+	"github.com/multirail/multirail/internal/sender"
+)
+
+// planMinShare is the smallest share the planner gives a rail: less is
+// not worth a frame of its own (a rail that slow, or that busy, is left
+// out of the message).
+const planMinShare = 4 << 10
+
+// planRecord is what became of a planned message, per rail: the bytes of
+// its share (after tail moves) and when the peer acknowledged the last of
+// them.
+type planRecord struct {
+	start int64
+	bytes []int64
+	end   []int64
+}
+
+// PlanStats describes the last planned message whose every frame was
+// acknowledged (see Config.PlanMin).
+type PlanStats struct {
+	// Bytes is each rail's share of the message in payload bytes, in
+	// Config.Rails order, after the tail moves.
+	Bytes []int64
+	// End is, per rail, when the peer's acknowledgement of the last frame
+	// of that rail's share arrived, from when the message was planned; 0
+	// for a rail without a share.
+	End []time.Duration
+}
+
+// upRails counts the rails that are up. Caller holds c.mu.
+func (c *Conn) upRails() int {
+	n := 0
+	for _, r := range c.rails {
+		if r.life.up() {
+			n++
+		}
+	}
+	return n
+}
+
+// lanesLocked refreshes c.lanes: the planner's view of every rail.
+// Caller holds c.mu.
+func (c *Conn) lanesLocked() []sender.Lane {
+	c.lanes = c.lanes[:0]
+	for _, r := range c.rails {
+		c.lanes = append(c.lanes, r.core.Lane(r.life.up()))
+	}
+	return sender.Resolve(c.lanes)
+}
+
+// queuePlannedLocked queues a large message by plan: each rail that is up
+// gets a contiguous share (sender.Split) and its frames are queued as its
+// queue has room; when a rail has queued all of its share while another
+// still has some to queue, the rest of the latter is split between the
+// two again (sender.Rebalance), and a rail that goes down hands the rest
+// of its share to the scheduler. It returns the rail of the last frame.
+// Caller holds c.mu; it is released while waiting for room.
+func (c *Conn) queuePlannedLocked(m *msgFrames) (*rail, error) {
+	n := len(c.rails)
+	now := c.now()
+	seg := int64(c.cfg.SegmentSize)
+	c.shares = sender.Split(int64(len(m.msg)), seg, c.lanesLocked(), planMinShare, c.shares)
+	cur := make([]int, 2*n)
+	end := cur[n:]
+	cur = cur[:n]
+	// Contiguous ranges in rail order, the one with the message's last,
+	// partial segment last: frames start at multiples of the segment size.
+	off, partial := 0, -1
+	for i, sh := range c.shares {
+		if sh%seg != 0 {
+			partial = i
+			continue
+		}
+		cur[i], end[i] = off, off+int(sh)
+		off = end[i]
+	}
+	if partial >= 0 {
+		cur[partial], end[partial] = off, len(m.msg)
+	}
+	rec := &planRecord{start: now, bytes: make([]int64, n), end: make([]int64, n)}
+	m.om.plan = rec
+	c.plans++
+	continuous := !c.dispatched()
+	var last *rail
+	for {
+		if err := c.closedErrNonBlocking(); err != nil {
+			return nil, err
+		}
+		if c.goingAway.Load() != 0 {
+			return nil, c.closedErr()
+		}
+		now = c.now()
+		progress, left := false, false
+		for i, r := range c.rails {
+			if cur[i] == end[i] {
+				continue
+			}
+			if !r.life.up() {
+				// The scheduler places the rest of a rail that went down.
+				l, err := c.queueRangeLocked(m, cur[i], end[i])
+				if err != nil {
+					return nil, err
+				}
+				last, cur[i], progress = l, end[i], true
+				continue
+			}
+			pushed := false
+			for cur[i] < end[i] && !r.core.Full() {
+				fe := min(cur[i]+c.spanFor(r), end[i])
+				c.push(now, r, c.frame(m, cur[i], fe))
+				rec.bytes[i] += int64(fe - cur[i])
+				cur[i], last, pushed = fe, r, true
+			}
+			if pushed {
+				progress = true
+				if continuous {
+					r.signal()
+				}
+			}
+			left = left || cur[i] < end[i]
+		}
+		if !left {
+			return last, nil
+		}
+		if c.replanTailLocked(cur, end) || progress {
+			continue
+		}
+		ch := c.changedLocked()
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-c.closed:
+		}
+		c.mu.Lock()
+	}
+}
+
+// replanTailLocked gives a rail that is up, has room and has queued all
+// of its share part of the rest of the rail expected to finish last, so
+// that both are expected to finish together. It reports whether a share
+// moved. Caller holds c.mu.
+func (c *Conn) replanTailLocked(cur, end []int) bool {
+	lanes := c.lanesLocked()
+	moved := false
+	for j, r := range c.rails {
+		if cur[j] != end[j] || !r.life.up() || r.core.Full() {
+			continue
+		}
+		from, late := -1, 0.0
+		for i := range c.rails {
+			if rem := end[i] - cur[i]; rem > 0 {
+				if f := lanes[i].Finish(int64(rem)); from < 0 || f > late {
+					from, late = i, f
+				}
+			}
+		}
+		if from < 0 {
+			return moved
+		}
+		k := int(sender.Rebalance(lanes[from], lanes[j], int64(end[from]-cur[from]), int64(c.cfg.SegmentSize)))
+		if k <= 0 {
+			continue
+		}
+		end[from] -= k
+		cur[j], end[j] = end[from], end[from]+k
+		c.tailMoves++
+		moved = true
+	}
+	return moved
+}
+
+// stealLocked moves queued segments from the ends of other rails' queues
+// to r while r would finish them sooner (sender.Moves): the tail of a
+// planned message does not wait on a rail that fell behind while r runs
+// dry. It reports whether anything moved. Caller holds c.mu.
+func (c *Conn) stealLocked(r *rail, now int64) bool {
+	if !c.planning || !r.life.up() {
+		return false
+	}
+	moved := false
+	for r.core.Len() < c.cfg.QueueDepth {
+		lanes := c.lanesLocked()
+		from, late := -1, 0.0
+		for i, o := range c.rails {
+			if o == r || o.core.Len() == 0 || !o.life.up() {
+				continue
+			}
+			if f := lanes[i].Finish(0); from < 0 || f > late {
+				from, late = i, f
+			}
+		}
+		if from < 0 {
+			break
+		}
+		o := c.rails[from]
+		e := o.core.Back()
+		if e.Seg.msg == nil || e.Seg.msg.plan == nil || !sender.Moves(lanes[from], lanes[r.idx], int64(e.Size)) {
+			break // only planned messages' frames move: eager ones are the scheduler's
+		}
+		e = o.core.PopBack(now)
+		r.core.Requeue(now, e)
+		if p := e.Seg.msg.plan; p != nil {
+			p.bytes[from] -= int64(len(e.Seg.payload))
+			p.bytes[r.idx] += int64(len(e.Seg.payload))
+		}
+		r.stolen++
+		moved = true
+	}
+	return moved
+}
+
+// planAcked records that segment s, planned, was acknowledged on rail i
+// at now; the message's record becomes the last plan once complete.
+// Caller holds c.mu.
+func (c *Conn) planAcked(i int, s *segment, now int64) {
+	p := s.msg.plan
+	p.end[i] = max(p.end[i], now)
+	if s.msg.remaining == 0 {
+		c.lastPlan = p
+	}
+}
