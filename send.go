@@ -196,7 +196,7 @@ func (c *Conn) send(ctx context.Context, tag uint32, msg []byte, try bool) (sent
 	c.nextID++
 	single := len(msg) <= c.cfg.SegmentSize // one frame whatever the rail
 	continuous := !c.dispatched()
-	var om *outMsg            // nil for eager messages: nobody waits for them
+	var om *outMsg // nil for eager messages: nobody waits for them
 	if !eager {
 		// One count per frame, plus one that this Send holds until every
 		// frame is queued: the message cannot complete before that.
