@@ -50,8 +50,9 @@ func (c *Conn) upRails() int {
 // Caller holds c.mu.
 func (c *Conn) lanesLocked() []sender.Lane {
 	c.lanes = c.lanes[:0]
+	now := c.now()
 	for _, r := range c.rails {
-		c.lanes = append(c.lanes, r.core.Lane(r.life.up()))
+		c.lanes = append(c.lanes, r.core.Lane(now, r.life.up()))
 	}
 	return sender.Resolve(c.lanes)
 }
@@ -144,8 +145,8 @@ func (c *Conn) queuePlannedLocked(m *msgFrames) (*rail, error) {
 }
 
 // replanTailLocked gives a rail that is up, has room and has queued all
-// of its share part of the rest of the rail expected to finish last, so
-// that both are expected to finish together. It reports whether a share
+// of its share part of the rest of the rail expected to finish last (the
+// front of that rest), so that both are expected to finish together. It reports whether a share
 // moved. Caller holds c.mu.
 func (c *Conn) replanTailLocked(cur, end []int) bool {
 	lanes := c.lanesLocked()
@@ -169,8 +170,10 @@ func (c *Conn) replanTailLocked(cur, end []int) bool {
 		if k <= 0 {
 			continue
 		}
-		end[from] -= k
-		cur[j], end[j] = end[from], end[from]+k
+		// From the front of the rest: it starts at a multiple of the
+		// segment size, where the rest's end may be the message's.
+		cur[j], end[j] = cur[from], cur[from]+k
+		cur[from] += k
 		c.tailMoves++
 		moved = true
 	}

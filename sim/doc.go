@@ -59,6 +59,7 @@
 //	segment_size             segment payload (64KiB)
 //	queue_depth              send-queue capacity per rail, segments (16)
 //	eager_limit              size of eager messages (16KiB; negative: none)
+//	plan_min                 smallest message the planner splits (2 segments; negative: none)
 //	dispatch_interval        0, or a dispatch timer of 10ms..1s
 //	known_bandwidths         schedulers see rates as NominalBps (false)
 //	series_bin               time-series bin width (automatic)

@@ -327,7 +327,7 @@ func (p *parser) seq(n *yaml.Node, path string, limit int) ([]*yaml.Node, error)
 	return out, nil
 }
 
-var scenarioFields = []string{"name", "duration", "seed", "segment_size", "queue_depth", "eager_limit",
+var scenarioFields = []string{"name", "duration", "seed", "segment_size", "queue_depth", "eager_limit", "plan_min",
 	"dispatch_interval", "known_bandwidths", "series_bin", "rails", "traffic", "schedulers", "sched_options"}
 
 func (p *parser) scenario(n *yaml.Node, sc *Scenario) error {
@@ -361,6 +361,17 @@ func (p *parser) scenario(n *yaml.Node, sc *Scenario) error {
 					var y int64
 					y, err = p.positive(v, path, 1<<40)
 					sc.EagerLimit = int(y)
+				}
+			}
+		case "plan_min":
+			var s string
+			if s, err = p.scalar(v, path, formSize+", or a negative number to turn planning off"); err == nil {
+				if x, perr := strconv.ParseInt(strings.TrimSpace(s), 10, 64); perr == nil && x < 0 {
+					sc.PlanMin = -1
+				} else {
+					var y int64
+					y, err = p.positive(v, path, 1<<40)
+					sc.PlanMin = int(y)
 				}
 			}
 		case "dispatch_interval":

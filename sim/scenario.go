@@ -85,6 +85,11 @@ type Scenario struct {
 	// queueing of large messages (the live transport's eager sends); 0
 	// means min(16 KiB, SegmentSize), negative turns eager sends off.
 	EagerLimit int
+	// PlanMin is the smallest large message the planner splits over the
+	// rails when the scheduler leaves large messages to it (sched.Planning,
+	// as the live transport's Config.PlanMin): 0 means 2 x SegmentSize,
+	// negative turns planning off.
+	PlanMin int
 	// DispatchInterval, when > 0, drains the send queues only every
 	// DispatchInterval (the patent's dispatch timer); 0 drains them
 	// continuously like the live transport's writers.
@@ -504,6 +509,9 @@ func (sc *Scenario) resolved() Scenario {
 	r.QueueDepth = cmpOr(r.QueueDepth, DefaultQueueDepth)
 	if r.EagerLimit == 0 {
 		r.EagerLimit = min(DefaultEagerLimit, r.SegmentSize)
+	}
+	if r.PlanMin == 0 {
+		r.PlanMin = 2 * r.SegmentSize
 	}
 	if r.Duration == 0 {
 		r.Duration = DefaultCap

@@ -81,12 +81,18 @@ type Sim struct {
 	itersDone            int
 
 	// Statistics.
-	events      uint64
-	done        bool // finite traffic completed
-	over        bool // the run ended
-	endT        int64
-	forced      uint64
-	bugs        uint64
+	events    uint64
+	done      bool // finite traffic completed
+	over      bool // the run ended
+	endT      int64
+	forced    uint64
+	bugs      uint64
+	plans     uint64 // messages planned
+	tailMoves uint64 // shares moved by replanTail
+	moved     uint64 // queued segments moved by steal
+
+	laneBuf     []sender.Lane // the planner's scratch
+	shareBuf    []int64
 	segsSent    uint64
 	segsArrived uint64
 	delivered   int64 // payload bytes arrived
@@ -108,12 +114,16 @@ type link struct {
 	lanes  [2]lane
 	busy   int32 // segments queued or in transmission
 	tick   bool  // a dispatch tick is scheduled
+	plans  bool  // the scheduler leaves large messages to the planner
 }
 
 type lane struct {
 	head    int32             // message being queued, -1 if none
 	blocked int32             // laneFree, laneAnyCh or the rail waited for
 	pending fifo.Queue[int32] // messages behind head, oldest first
+	planned bool              // head is queued by plan: cur/end per rail
+	cur     []int64
+	end     []int64
 }
 
 type rail struct {
@@ -151,6 +161,7 @@ type message struct {
 	arrived   int64 // bytes delivered so far
 	submitted int64
 	origin    int64 // reqresp response: when its request was submitted
+	planned   bool  // queued by the planner
 }
 
 type rankState struct {
@@ -251,6 +262,9 @@ func (s *Sim) addLink(rails []Rail, group0 int) error {
 	}
 	L := link{sch: sch, states: make([]sched.RailState, len(rails)), rail0: int32(len(s.rails)), n: int32(len(rails))}
 	L.obs, _ = sch.(sched.DeliveryObserver)
+	if p, ok := sch.(sched.Planning); ok && p.Plans() && s.sc.PlanMin >= 0 && len(rails) > 1 {
+		L.plans = true
+	}
 	for k := range L.lanes {
 		L.lanes[k].head, L.lanes[k].blocked = -1, laneFree
 	}
@@ -390,6 +404,12 @@ func (s *Sim) pumpLane(L *link, ln *lane) {
 	for ln.head >= 0 {
 		mi := ln.head
 		m := &s.msgs[mi]
+		if ln.planned || (m.off == 0 && L.plans && ln == &L.lanes[laneLarge] && m.size >= int64(s.sc.PlanMin) && s.upRails(L) > 1) {
+			if !s.pumpPlanned(L, ln, mi) {
+				return
+			}
+			continue
+		}
 		payload := min(s.segSize, m.size-m.off)
 		size := int(payload) + HeaderSize
 		r := ln.blocked
@@ -552,6 +572,9 @@ func (s *Sim) txDone(ri int32) {
 	rl.core.Fill(&L.states[rl.local])
 	s.schedule(s.now+rl.delay, evArrive, si)
 	L.busy--
+	if L.plans && rl.core.Len() == 0 {
+		s.steal(L, rl, ri)
+	}
 	if rl.core.Sendable() > 0 {
 		s.startService(rl, ri, s.depart(L, rl))
 	} else {

@@ -1,5 +1,7 @@
 package sender
 
+import "time"
+
 // The planner: a large message's bytes split over the rails so that every
 // rail used is expected to finish its share at the same time, and the
 // tail moved from a rail that fell behind to one that ran dry.
@@ -15,34 +17,55 @@ type Lane struct {
 	// queued, and taken but not yet acknowledged (what the kernel still
 	// holds, what is on the wire, what the peer has not yet acknowledged).
 	Backlog int64
+	// Stale is true when Rate was measured, but longer than RateTrust ago:
+	// the rail may have changed since (see Resolve).
+	Stale bool
 }
 
-// Lane is the planner's view of r: its measured drain rate, else its
-// nominal rate, else 0; its backlog is its queued plus in-flight bytes.
-func (r *Rail[T]) Lane(up bool) Lane {
+// RateTrust is how long a drain-rate sample is trusted by the planner. A
+// rate is sampled only while the rail has a backlog; a rail the planner
+// has given little or nothing since keeps an old figure (a rail that was
+// loaded and is free again), which Resolve then raises to the others'.
+const RateTrust = time.Second
+
+// Lane is the planner's view of r at now: its measured drain rate, else
+// its nominal rate, else 0; its backlog is its queued plus in-flight
+// bytes.
+func (r *Rail[T]) Lane(now int64, up bool) Lane {
 	rate := r.rate
+	stale := rate > 0 && now-r.rateAt > int64(RateTrust)
 	if rate <= 0 {
 		rate = r.cfg.Nominal
 	}
-	return Lane{Up: up, Rate: rate, Backlog: r.queued + r.flying}
+	return Lane{Up: up, Rate: rate, Backlog: r.queued + r.flying, Stale: stale}
 }
 
-// Resolve replaces the unknown rates of lanes that are up: with the
-// smallest known rate of a lane that is up (a rail not yet measured gets
-// a modest share, enough to measure it), or with 1 when none is known (an
-// equal split). It changes lanes in place and returns it.
+// Resolve settles the rates of the lanes that are up, in place, and
+// returns lanes. An unknown rate takes the smallest rate known and fresh
+// (a rail not yet measured gets a modest share, enough to measure it),
+// or 1 when none is (an equal split); a stale rate is raised to that
+// smallest fresh rate if it is below (a rail measured slow long ago gets
+// enough to be measured again: the tail moves bound the cost if it still
+// is).
 func Resolve(lanes []Lane) []Lane {
 	low := 0.0
 	for _, l := range lanes {
-		if l.Up && l.Rate > 0 && (low == 0 || l.Rate < low) {
+		if l.Up && l.Rate > 0 && !l.Stale && (low == 0 || l.Rate < low) {
 			low = l.Rate
+		}
+	}
+	if low == 0 {
+		for _, l := range lanes { // every known rate is stale: the lowest
+			if l.Up && l.Rate > 0 && (low == 0 || l.Rate < low) {
+				low = l.Rate
+			}
 		}
 	}
 	if low == 0 {
 		low = 1
 	}
 	for i := range lanes {
-		if lanes[i].Up && !(lanes[i].Rate > 0) {
+		if lanes[i].Up && (!(lanes[i].Rate > 0) || (lanes[i].Stale && lanes[i].Rate < low)) {
 			lanes[i].Rate = low
 		}
 	}

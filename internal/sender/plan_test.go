@@ -16,14 +16,14 @@ func TestSplitTable(t *testing.T) {
 		minShare int64
 		want     []int64
 	}{
-		{"idle, rates 4:2:1", 7 * M, []Lane{{true, 4e6, 0}, {true, 2e6, 0}, {true, 1e6, 0}}, 0, []int64{4 * M, 2 * M, 1 * M}},
-		{"backlog on the fast rail", 6 * M, []Lane{{true, 2e6, 2 * M}, {true, 2e6, 0}}, 0, []int64{2 * M, 4 * M}},
-		{"a rail busy past the others' finish gets nothing", M, []Lane{{true, 1e6, 10 * M}, {true, 1e6, 0}}, 0, []int64{0, M}},
-		{"a rail that is down gets nothing", 3 * M, []Lane{{false, 8e6, 0}, {true, 1e6, 0}, {true, 2e6, 0}}, 0, []int64{0, M, 2 * M}},
-		{"below minShare is dropped", 100 << 10, []Lane{{true, 100e6, 0}, {true, 1e6, 0}}, 4 << 10, []int64{100 << 10, 0}},
-		{"nothing up", M, []Lane{{false, 1e6, 0}}, 0, []int64{0}},
-		{"zero bytes", 0, []Lane{{true, 1e6, 0}}, 0, []int64{0}},
-		{"every lane below minShare: the one left takes all", 10, []Lane{{true, 1e6, 0}, {true, 1e6, 0}}, 1 << 20, []int64{0, 10}},
+		{"idle, rates 4:2:1", 7 * M, []Lane{{true, 4e6, 0, false}, {true, 2e6, 0, false}, {true, 1e6, 0, false}}, 0, []int64{4 * M, 2 * M, 1 * M}},
+		{"backlog on the fast rail", 6 * M, []Lane{{true, 2e6, 2 * M, false}, {true, 2e6, 0, false}}, 0, []int64{2 * M, 4 * M}},
+		{"a rail busy past the others' finish gets nothing", M, []Lane{{true, 1e6, 10 * M, false}, {true, 1e6, 0, false}}, 0, []int64{0, M}},
+		{"a rail that is down gets nothing", 3 * M, []Lane{{false, 8e6, 0, false}, {true, 1e6, 0, false}, {true, 2e6, 0, false}}, 0, []int64{0, M, 2 * M}},
+		{"below minShare is dropped", 100 << 10, []Lane{{true, 100e6, 0, false}, {true, 1e6, 0, false}}, 4 << 10, []int64{100 << 10, 0}},
+		{"nothing up", M, []Lane{{false, 1e6, 0, false}}, 0, []int64{0}},
+		{"zero bytes", 0, []Lane{{true, 1e6, 0, false}}, 0, []int64{0}},
+		{"every lane below minShare: the one left takes all", 10, []Lane{{true, 1e6, 0, false}, {true, 1e6, 0, false}}, 1 << 20, []int64{0, 10}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -38,11 +38,15 @@ func TestSplitTable(t *testing.T) {
 }
 
 func TestResolve(t *testing.T) {
-	l := Resolve([]Lane{{true, 0, 0}, {true, 5e6, 0}, {true, 2e6, 0}, {false, 0, 0}})
+	l := Resolve([]Lane{{true, 0, 0, false}, {true, 5e6, 0, false}, {true, 2e6, 0, false}, {false, 0, 0, false}})
 	if l[0].Rate != 2e6 || l[1].Rate != 5e6 || l[3].Rate != 0 {
 		t.Fatalf("Resolve = %+v: an unknown rate takes the smallest known, a lane that is down stays 0", l)
 	}
-	l = Resolve([]Lane{{true, 0, 0}, {true, 0, 0}})
+	l = Resolve([]Lane{{Up: true, Rate: 1e6, Stale: true}, {Up: true, Rate: 3e6}, {Up: true, Rate: 9e6, Stale: true}})
+	if l[0].Rate != 3e6 || l[2].Rate != 9e6 {
+		t.Fatalf("Resolve = %+v: a stale rate below the smallest fresh one is raised to it, one above is kept", l)
+	}
+	l = Resolve([]Lane{{true, 0, 0, false}, {true, 0, 0, false}})
 	if l[0].Rate != 1 || l[1].Rate != 1 {
 		t.Fatalf("Resolve with nothing known = %+v, want equal rates", l)
 	}
@@ -155,13 +159,13 @@ func TestRebalance(t *testing.T) {
 		rem      int64
 		want     int64
 	}{
-		{"equal idle lanes halve the rest", Lane{true, 1e6, 0}, Lane{true, 1e6, 0}, 2 * M, M},
-		{"a slow lane gives most to a fast one", Lane{true, 1e6, 0}, Lane{true, 3e6, 0}, 4 * M, 3 * M},
-		{"from is ahead: nothing moves", Lane{true, 1e6, 0}, Lane{true, 1e6, 8 * M}, 2 * M, 0},
-		{"rounded down to the unit", Lane{true, 1e6, 0}, Lane{true, 1e6, 0}, 3*64<<10 + 1, 64 << 10},
-		{"less than a unit: nothing", Lane{true, 1e6, 0}, Lane{true, 1e6, 0}, 1000, 0},
-		{"from is down: all of it", Lane{false, 1e6, 0}, Lane{true, 1e6, 0}, 1000, 1000},
-		{"to is down: nothing", Lane{true, 1e6, 0}, Lane{false, 1e6, 0}, 2 * M, 0},
+		{"equal idle lanes halve the rest", Lane{true, 1e6, 0, false}, Lane{true, 1e6, 0, false}, 2 * M, M},
+		{"a slow lane gives most to a fast one", Lane{true, 1e6, 0, false}, Lane{true, 3e6, 0, false}, 4 * M, 3 * M},
+		{"from is ahead: nothing moves", Lane{true, 1e6, 0, false}, Lane{true, 1e6, 8 * M, false}, 2 * M, 0},
+		{"rounded down to the unit", Lane{true, 1e6, 0, false}, Lane{true, 1e6, 0, false}, 3*64<<10 + 1, 64 << 10},
+		{"less than a unit: nothing", Lane{true, 1e6, 0, false}, Lane{true, 1e6, 0, false}, 1000, 0},
+		{"from is down: all of it", Lane{false, 1e6, 0, false}, Lane{true, 1e6, 0, false}, 1000, 1000},
+		{"to is down: nothing", Lane{true, 1e6, 0, false}, Lane{false, 1e6, 0, false}, 2 * M, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,8 +179,8 @@ func TestRebalance(t *testing.T) {
 
 func TestMovesNeverBack(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		from := Lane{true, float64(rapid.Int64Range(1e5, 1e10).Draw(t, "rf")), rapid.Int64Range(0, 64<<20).Draw(t, "bf")}
-		to := Lane{true, float64(rapid.Int64Range(1e5, 1e10).Draw(t, "rt")), rapid.Int64Range(0, 64<<20).Draw(t, "bt")}
+		from := Lane{Up: true, Rate: float64(rapid.Int64Range(1e5, 1e10).Draw(t, "rf")), Backlog: rapid.Int64Range(0, 64<<20).Draw(t, "bf")}
+		to := Lane{Up: true, Rate: float64(rapid.Int64Range(1e5, 1e10).Draw(t, "rt")), Backlog: rapid.Int64Range(0, 64<<20).Draw(t, "bt")}
 		size := rapid.Int64Range(1, 1<<20).Draw(t, "size")
 		if !Moves(from, to, size) {
 			return

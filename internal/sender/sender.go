@@ -113,6 +113,7 @@ type Rail[T any] struct {
 	rateT0    int64 // its start
 	rateB0    int64 // delivered at rateT0
 	rate      float64
+	rateAt    int64 // when rate last took a sample
 }
 
 // New returns an empty Rail, or an error naming the Config field that is
@@ -296,6 +297,7 @@ func (r *Rail[T]) observe(now int64, bytes int, busy bool) {
 	if !busy {
 		return
 	}
+	r.rateAt = now
 	if r.rate == 0 {
 		r.rate = sample
 	} else {

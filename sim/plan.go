@@ -1,0 +1,155 @@
+package sim
+
+import "github.com/multirail/multirail/internal/sender"
+
+// The planner, as the live transport runs it (multirail's plan.go): a
+// large message split over a link's rails by sender.Split, the rest of a
+// share moved by sender.Rebalance, queued planned segments moved by
+// sender.Moves to a rail that runs dry.
+
+// minShare is the live transport's planMinShare.
+const minShare = 4 << 10
+
+func (s *Sim) upRails(L *link) int {
+	n := 0
+	for i := range L.states {
+		if L.states[i].Up {
+			n++
+		}
+	}
+	return n
+}
+
+// lanes is the planner's view of link L's rails, in s.lanes.
+func (s *Sim) lanes(L *link) []sender.Lane {
+	s.laneBuf = s.laneBuf[:0]
+	for i := range L.n {
+		rl := &s.rails[L.rail0+i]
+		s.laneBuf = append(s.laneBuf, rl.core.Lane(s.now, L.states[i].Up))
+	}
+	return sender.Resolve(s.laneBuf)
+}
+
+// pumpPlanned queues large message mi, the head of lane ln, by plan: it
+// plans the message on its first call, then queues each rail's share as
+// the rail has room, moving the rest of a share to a rail that queued
+// all of its own. It reports whether the message is fully queued (the
+// lane moves on to its next message); otherwise the lane waits for a
+// change.
+func (s *Sim) pumpPlanned(L *link, ln *lane, mi int32) bool {
+	m := &s.msgs[mi]
+	n := int(L.n)
+	if !ln.planned {
+		ln.planned, m.planned = true, true
+		s.shareBuf = sender.Split(m.size, s.segSize, s.lanes(L), minShare, s.shareBuf)
+		ln.cur, ln.end = ln.cur[:0], ln.end[:0]
+		var off int64
+		partial := -1
+		for i, sh := range s.shareBuf {
+			ln.cur, ln.end = append(ln.cur, off), append(ln.end, off)
+			if sh%s.segSize != 0 {
+				partial = i
+				continue
+			}
+			ln.end[i] += sh
+			off = ln.end[i]
+		}
+		if partial >= 0 {
+			ln.cur[partial], ln.end[partial] = off, m.size
+		}
+		s.plans++
+	}
+	for {
+		progress, left := false, false
+		for i := range n {
+			for ln.cur[i] < ln.end[i] && L.states[i].Up && L.states[i].Queued < s.qcap {
+				payload := min(s.segSize, ln.end[i]-ln.cur[i])
+				s.enqueue(L, int32(i), mi, payload)
+				ln.cur[i] += payload
+				m.off += payload
+				progress = true
+			}
+			left = left || ln.cur[i] < ln.end[i]
+		}
+		if !left {
+			ln.planned = false
+			ln.blocked = laneFree
+			ln.head = -1
+			if ln.pending.Len() > 0 {
+				ln.head = ln.pending.Pop()
+			}
+			return true
+		}
+		if !s.replanTail(L, ln) && !progress {
+			ln.blocked = laneAnyCh
+			return false
+		}
+	}
+}
+
+// replanTail gives a rail that is up, has room and queued all of its
+// share part of the rest of the rail expected to finish last (all of it,
+// if that rail is down). It reports whether a share moved.
+func (s *Sim) replanTail(L *link, ln *lane) bool {
+	lanes := s.lanes(L)
+	moved := false
+	for j := range int(L.n) {
+		if ln.cur[j] != ln.end[j] || !L.states[j].Up || L.states[j].Queued >= s.qcap {
+			continue
+		}
+		from, late := -1, 0.0
+		for i := range int(L.n) {
+			if rem := ln.end[i] - ln.cur[i]; rem > 0 {
+				if f := lanes[i].Finish(rem); from < 0 || f > late {
+					from, late = i, f
+				}
+			}
+		}
+		if from < 0 {
+			return moved
+		}
+		k := sender.Rebalance(lanes[from], lanes[j], ln.end[from]-ln.cur[from], s.segSize)
+		if k <= 0 {
+			continue
+		}
+		ln.cur[j], ln.end[j] = ln.cur[from], ln.cur[from]+k
+		ln.cur[from] += k
+		s.tailMoves++
+		moved = true
+	}
+	return moved
+}
+
+// steal moves planned segments from the ends of link L's other rails'
+// queues to rail rl (global index ri), whose queue is empty, while rl
+// would finish them sooner.
+func (s *Sim) steal(L *link, rl *rail, ri int32) {
+	for rl.core.Len() < s.qcap {
+		lanes := s.lanes(L)
+		from, late := int32(-1), 0.0
+		for i := range L.n {
+			o := &s.rails[L.rail0+i]
+			if i == rl.local || o.core.Len() == 0 || !L.states[i].Up {
+				continue
+			}
+			if f := lanes[i].Finish(0); from < 0 || f > late {
+				from, late = i, f
+			}
+		}
+		if from < 0 {
+			return
+		}
+		o := &s.rails[L.rail0+from]
+		e := o.core.Back()
+		if !s.msgs[s.segs[e.Seg].msg].planned || !sender.Moves(lanes[from], lanes[rl.local], int64(e.Size)) {
+			return
+		}
+		e = o.core.PopBack(s.now)
+		o.core.Fill(&L.states[from])
+		rl.core.Requeue(s.now, e)
+		rl.core.Fill(&L.states[rl.local])
+		sg := &s.segs[e.Seg]
+		sg.rail, sg.group = ri, rl.group
+		s.moved++
+	}
+}
