@@ -23,7 +23,8 @@ import (
 // Defaults for the zero values of Config.
 const (
 	DefaultScheduler         = "qlearn"
-	DefaultSegmentSize       = 64 << 10
+	DefaultSegmentSize       = 16 << 10
+	DefaultFrameSize         = 64 << 10
 	DefaultMaxPeerSegment    = 4 << 20
 	DefaultQueueDepth        = 16
 	DefaultMaxMessageSize    = 64 << 20
@@ -100,9 +101,18 @@ type Config struct {
 	// qlearn.ParseOptions and docs/scheduler.md); empty means the
 	// scheduler's defaults. The baselines take none.
 	SchedulerOptions string
-	// SegmentSize is the largest segment sent on one rail, in bytes,
-	// 512..64 MiB; 0 means 64 KiB.
+	// SegmentSize is the unit of a message's offsets on the wire and of
+	// the receiver's reassembly, in bytes, 512..64 MiB; 0 means 16 KiB. A
+	// message is cut at multiples of it: the planner's shares are whole
+	// segments (Config.PlanMin), so a smaller segment lets unequal rails
+	// end closer together.
 	SegmentSize int
+	// FrameSize is the largest frame of a large message on a rail slower
+	// than about 1 Gbit/s (faster rails take frames of several: spans),
+	// in bytes, a multiple of SegmentSize up to 1 MiB; it is the unit the
+	// scheduler places and the send queues count (QueueDepth). 0 means
+	// 64 KiB when SegmentSize is 0 too, otherwise SegmentSize.
+	FrameSize int
 	// MaxPeerSegmentSize is the largest segment size accepted from the
 	// peer: a receiver holds up to a segment per rail outside the
 	// flow-control window (a copy of a segment that arrives on two rails
@@ -181,7 +191,7 @@ type Config struct {
 	// share sized from the rail's measured rate and backlog so that all
 	// are expected to finish together, and the tail moves to a rail that
 	// runs dry (docs/scheduler.md, "The planner"). Smaller messages are
-	// placed segment by segment by the scheduler. 0 means 2 x SegmentSize;
+	// placed frame by frame by the scheduler. 0 means 2 x FrameSize;
 	// a negative value turns planning off.
 	PlanMin int
 	// Checksum adds a CRC32C of every segment's payload, checked by the
@@ -291,9 +301,18 @@ func (c Config) validate(dialing bool) (config, error) {
 	}
 	if c.SegmentSize == 0 {
 		c.SegmentSize = DefaultSegmentSize
+		if c.FrameSize == 0 {
+			c.FrameSize = DefaultFrameSize
+		}
 	}
 	if c.SegmentSize < wire.MinSegmentSize || c.SegmentSize > wire.MaxSegmentSize {
 		return config{}, cfgErr("SegmentSize", c.SegmentSize, fmt.Sprintf("%d..%d bytes", wire.MinSegmentSize, wire.MaxSegmentSize))
+	}
+	if c.FrameSize == 0 {
+		c.FrameSize = c.SegmentSize
+	}
+	if c.FrameSize < c.SegmentSize || c.FrameSize%c.SegmentSize != 0 || c.FrameSize > wire.MaxPayload(c.SegmentSize) {
+		return config{}, cfgErr("FrameSize", c.FrameSize, fmt.Sprintf("a multiple of SegmentSize (%d) up to %d bytes", c.SegmentSize, wire.MaxPayload(c.SegmentSize)))
 	}
 	if c.QueueDepth == 0 {
 		c.QueueDepth = DefaultQueueDepth
@@ -305,7 +324,7 @@ func (c Config) validate(dialing bool) (config, error) {
 		c.EagerLimit = min(DefaultEagerLimit, c.SegmentSize)
 	}
 	if c.PlanMin == 0 {
-		c.PlanMin = 2 * c.SegmentSize
+		c.PlanMin = 2 * c.FrameSize
 	}
 	if c.MaxPeerSegmentSize == 0 {
 		c.MaxPeerSegmentSize = max(DefaultMaxPeerSegment, c.SegmentSize)
@@ -443,7 +462,7 @@ func (c Config) newScheduler(rails int) (sched.Scheduler, error) {
 	if len(bw) != rails {
 		bw = nil
 	}
-	return sched.New(c.Scheduler, sched.Config{Rails: rails, SegmentSize: c.SegmentSize, Bandwidths: bw, Seed: c.Seed, Options: c.SchedulerOptions})
+	return sched.New(c.Scheduler, sched.Config{Rails: rails, SegmentSize: c.FrameSize, Bandwidths: bw, Seed: c.Seed, Options: c.SchedulerOptions})
 }
 
 // creditBatch is how much returned credit is announced at once rather

@@ -182,9 +182,9 @@ func newConn(cfg config, session [16]byte, key [32]byte, rails []railInit, peer 
 			br: hs.NewReader(ri.c, 64<<10), wake: make(chan struct{}, 1), goneAway: make(chan struct{}), readerDone: make(chan struct{}), bgResume: make(chan struct{}, 1), pollCh: make(chan int, 1)}
 		r.setKeys(ri.keys)
 		r.w.qw = hs.NewQuickWriter(ri.c)
-		r.notSent = notSentFor(0, cfg.SegmentSize)
+		r.notSent = notSentFor(0, cfg.FrameSize)
 		hs.Tune(ri.c, r.notSent)
-		core, err := sender.New[*segment](sender.Config{QueueDepth: cfg.QueueDepth, SegmentSize: cfg.SegmentSize,
+		core, err := sender.New[*segment](sender.Config{QueueDepth: cfg.QueueDepth, SegmentSize: cfg.FrameSize,
 			RateWindow: rateWindow, Pipe: int64(r.notSent), Dispatched: cfg.DispatchInterval > 0, Nominal: ri.nominal})
 		if err != nil {
 			return nil, err

@@ -362,13 +362,14 @@ func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits) error {
 	r.segsIn.Add(1)
 	r.received.Add(1)
 	eager := d.Flags&wire.FlagEager != 0
-	// A frame of several segments comes from a fast rail (the sender
-	// spans only there, see Conn.spanFor): the sender needs its ACK for
+	// A frame of several frames' worth (more than DefaultFrameSize and
+	// more than a segment) comes from a fast rail (the sender spans only
+	// there, see Conn.spanFor): the sender needs its ACK for
 	// the rate estimate, not to go on, so ACKs follow every spanAcks
 	// frames (or the message's end, or AckDelay after the data pauses)
 	// instead of every frame. Single segments are acknowledged as before.
 	every := ackEvery
-	if span := int(d.Len) > lim.SegmentSize; span {
+	if span := int(d.Len) > max(lim.SegmentSize, DefaultFrameSize); span {
 		every = max(ackEvery, spanAcks*int(d.Len))
 	} else {
 		rs.prompt = rs.prompt || !eager

@@ -256,7 +256,7 @@ func (c *Conn) attach(r *rail, nc net.Conn, keys *hs.Keys) error {
 	r.ackedOut.Store(0)
 	r.creditDue.Store(true) // the first ACK repeats the current credit
 	r.received.Store(0)
-	r.notSent = notSentFor(0, c.cfg.SegmentSize)
+	r.notSent = notSentFor(0, c.cfg.FrameSize)
 	hs.Tune(nc, r.notSent)
 	r.core.Restart(now, int64(r.notSent))
 	r.goneAway = make(chan struct{})

@@ -194,7 +194,7 @@ func (c *Conn) send(ctx context.Context, tag uint32, msg []byte, try bool) (sent
 	c.credit.Use(cost)
 	id := c.nextID
 	c.nextID++
-	single := len(msg) <= c.cfg.SegmentSize // one frame whatever the rail
+	single := len(msg) <= c.cfg.FrameSize // one frame whatever the rail
 	continuous := !c.dispatched()
 	var om *outMsg // nil for eager messages: nobody waits for them
 	if !eager {
@@ -307,7 +307,7 @@ func (c *Conn) frame(m *msgFrames, off, end int) *segment {
 // and returns the rail of the last one (nil if it was held for an
 // outage). Caller holds c.mu; it is released while waiting.
 func (c *Conn) queueRangeLocked(m *msgFrames, off, end int) (*rail, error) {
-	seg := c.cfg.SegmentSize
+	seg := c.cfg.FrameSize
 	single := len(m.msg) <= seg
 	continuous := !c.dispatched()
 	var last *rail
@@ -381,22 +381,23 @@ func (c *Conn) railLocked(size int) (*rail, int64, error) {
 var spanTime = 500 * time.Microsecond // a variable for tests, like spanMinRate
 
 // spanMinRate is the measured drain rate (bits/s) below which a rail gets
-// single segments whatever the segment size: spans are for fast rails, and
-// slower ones keep the scheduling granularity the segment size gives. A
+// frames of FrameSize whatever its rate: spans are for fast rails, and
+// slower ones keep the scheduling granularity the frame size gives. A
 // variable so that tests can exercise spans on emulated rails.
 var spanMinRate = 1e9
 
-// spanFor is the payload of a large message's next frame on r: the
-// segments r drains in about spanTime by its measured rate, at least one.
+// spanFor is the payload of a large message's next frame on r: the frames
+// r drains in about spanTime by its measured rate, at least one (a
+// multiple of the segment size: FrameSize is one).
 // Caller holds c.mu.
 func (c *Conn) spanFor(r *rail) int {
-	seg := c.cfg.SegmentSize
+	frame := c.cfg.FrameSize
 	rate := r.core.Rate()
 	if rate < spanMinRate {
-		return seg
+		return frame
 	}
-	k := int(rate/8*spanTime.Seconds()) / seg
-	return seg * min(max(k, 1), wire.MaxPayload(seg)/seg)
+	k := int(rate/8*spanTime.Seconds()) / frame
+	return frame * min(max(k, 1), wire.MaxPayload(c.cfg.SegmentSize)/frame)
 }
 
 // push queues s on r at now. Caller holds c.mu.

@@ -166,7 +166,7 @@ func (c *Conn) Stats() Stats {
 			rs.LastError = r.lastErr.Error()
 		}
 		if rate := r.core.Rate(); rate > 0 {
-			segTime := float64(c.cfg.SegmentSize) * 8 / rate * 1e9
+			segTime := float64(c.cfg.FrameSize) * 8 / rate * 1e9
 			rs.LastWaitSegments = float64(r.core.LastWait()) / segTime
 		}
 		if c.explainer != nil {

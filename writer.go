@@ -73,7 +73,7 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 			return 0, net.ErrClosed
 		}
 		now := c.now()
-		maxBatch := max(r.notSent/2, c.cfg.SegmentSize)
+		maxBatch := max(r.notSent/2, c.cfg.FrameSize)
 		if r.notSent >= fastNotSent {
 			maxBatch = r.notSent
 		}
@@ -327,7 +327,7 @@ const rateWindow = 20 * time.Millisecond
 // adaptNotSent adapts the socket's unsent bound to r's drain-rate
 // estimate, in steps of at least a factor of two. Caller holds c.mu.
 func (c *Conn) adaptNotSent(r *rail, now int64) {
-	if want := notSentFor(r.core.Rate(), c.cfg.SegmentSize); want >= 2*r.notSent || 2*want <= r.notSent {
+	if want := notSentFor(r.core.Rate(), c.cfg.FrameSize); want >= 2*r.notSent || 2*want <= r.notSent {
 		r.notSent = want
 		hs.SetNotSent(r.c, want)
 		r.core.SetPipe(now, int64(want))

@@ -11,6 +11,7 @@ import (
 	"github.com/multirail/multirail/emu"
 	"github.com/multirail/multirail/internal/bench"
 	"github.com/multirail/multirail/sched"
+	"github.com/multirail/multirail/sched/qlearn"
 	"github.com/multirail/multirail/sim"
 )
 
@@ -97,4 +98,70 @@ func scaled(xs []float64, k float64) []float64 {
 		out[i] = x * k
 	}
 	return out
+}
+
+// TestCrossValidationSteps checks the planner in the simulator against
+// the live transport: one 1 MiB message at a time (a ring collective's
+// steps, one after the other) over unequal rails of 40, 20 and 10 Mbit/s,
+// the rates unknown to the sender. The simulator's step time must match
+// the emulated rails' within 5 %, and both must be close to the rails'
+// sum (a message that waited for its slowest rail's share would take
+// about 1.7x as long).
+func TestCrossValidationSteps(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs emulated rails for several seconds; skipped with -short")
+	}
+	const (
+		rails    = "emu:40mbit,emu:20mbit,emu:10mbit"
+		size     = 1 << 20
+		duration = 4 * time.Second
+	)
+	specs, err := emu.ParseSpecs(rails)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := sim.ParseScenario("steps.yaml", []byte(fmt.Sprintf(`
+name: steps
+duration: %v
+rails:
+  - {name: a, rate: 40mbit}
+  - {name: b, rate: 20mbit}
+  - {name: c, rate: 10mbit}
+traffic: {kind: bulk, size: %d, window: 1}
+`, duration, size)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	simRes, err := sim.Run(sc, qlearn.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if simRes.Plans == 0 {
+		t.Fatalf("the simulator planned no message: %+v", simRes)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var lives []float64
+	for range 3 {
+		live, err := bench.Run(ctx, bench.Options{Rails: specs, Sched: qlearn.Name, Size: size, Duration: duration, Window: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lives = append(lives, live.GoodputBps)
+	}
+	slices.Sort(lives)
+	live := lives[1]
+	// With one message at a time the goodput is the size over the mean
+	// step time: their ratio is the inverse ratio of the step times.
+	ratio := simRes.GoodputBps / live
+	t.Logf("simulated %.2f Mbit/s (%d plans, %d tail moves, %d segments moved), emulated %.2f Mbit/s (median of %.2f); ratio %.3f",
+		simRes.GoodputBps/1e6, simRes.Plans, simRes.TailMoves, simRes.MovedSegments, live/1e6, scaled(lives, 1e-6), ratio)
+	if math.Abs(ratio-1) > 0.05 {
+		t.Errorf("simulator and emulated rails disagree by more than 5 %% on step times: %.2f against %.2f Mbit/s", simRes.GoodputBps/1e6, live/1e6)
+	}
+	for _, g := range []float64{simRes.GoodputBps, live} {
+		if g < 0.85*70e6 {
+			t.Errorf("one message at a time reached %.2f Mbit/s of the rails' 70: the shares do not end together", g/1e6)
+		}
+	}
 }

@@ -7,8 +7,16 @@ import "github.com/multirail/multirail/internal/sender"
 // share moved by sender.Rebalance, queued planned segments moved by
 // sender.Moves to a rail that runs dry.
 
-// minShare is the live transport's planMinShare.
-const minShare = 4 << 10
+// minShare is the live transport's planMinShare; planUnit its default
+// segment size (multirail.DefaultSegmentSize: the unit of the shares),
+// while the simulator's segments are the live transport's frames.
+const (
+	minShare = 4 << 10
+	planUnit = 16 << 10
+)
+
+// unit is the planner's unit: planUnit, or the segment size if smaller.
+func (s *Sim) unit() int64 { return min(planUnit, s.segSize) }
 
 func (s *Sim) upRails(L *link) int {
 	n := 0
@@ -41,13 +49,13 @@ func (s *Sim) pumpPlanned(L *link, ln *lane, mi int32) bool {
 	n := int(L.n)
 	if !ln.planned {
 		ln.planned, m.planned = true, true
-		s.shareBuf = sender.Split(m.size, s.segSize, s.lanes(L), minShare, s.shareBuf)
+		s.shareBuf = sender.Split(m.size, s.unit(), s.lanes(L), minShare, s.shareBuf)
 		ln.cur, ln.end = ln.cur[:0], ln.end[:0]
 		var off int64
 		partial := -1
 		for i, sh := range s.shareBuf {
 			ln.cur, ln.end = append(ln.cur, off), append(ln.end, off)
-			if sh%s.segSize != 0 {
+			if sh%s.unit() != 0 {
 				partial = i
 				continue
 			}
@@ -108,7 +116,7 @@ func (s *Sim) replanTail(L *link, ln *lane) bool {
 		if from < 0 {
 			return moved
 		}
-		k := sender.Rebalance(lanes[from], lanes[j], ln.end[from]-ln.cur[from], s.segSize)
+		k := sender.Rebalance(lanes[from], lanes[j], ln.end[from]-ln.cur[from], s.unit())
 		if k <= 0 {
 			continue
 		}

@@ -16,7 +16,7 @@ import (
 
 // Defaults for the zero values of Scenario fields.
 const (
-	DefaultSegmentSize = 64 << 10 // as multirail.DefaultSegmentSize
+	DefaultSegmentSize = 64 << 10 // as multirail.DefaultFrameSize: a simulated segment is a frame
 	DefaultQueueDepth  = 16       // as multirail.DefaultQueueDepth
 	DefaultEagerLimit  = 16 << 10 // as multirail.DefaultEagerLimit
 	// DefaultCap is the virtual-time limit of a run of finite traffic

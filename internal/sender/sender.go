@@ -109,9 +109,9 @@ type Rail[T any] struct {
 	ackDelay   float64
 
 	delivered int64 // bytes acknowledged, in total
-	sampling  bool  // a rate sample is running
-	rateT0    int64 // its start
-	rateB0    int64 // delivered at rateT0
+	lastAck   int64 // the last acknowledgement progress, or when the flight began
+	accBytes  int64 // bytes acknowledged over drain intervals, not yet sampled
+	accTime   int64 // the length of those intervals
 	rate      float64
 	rateAt    int64 // when rate last took a sample
 }
@@ -229,7 +229,7 @@ func (r *Rail[T]) Take(now int64) Entry[T] {
 		r.release--
 	}
 	if r.inflight.Len() == 0 {
-		r.progressAt = now // the rail's ACK clock starts with this segment
+		r.progressAt, r.lastAck = now, now // the rail's ACK clock starts with this segment
 	}
 	e.Sent = now
 	r.lastWait = now - e.Enq
@@ -253,11 +253,14 @@ func (r *Rail[T]) AckTo(now int64, received uint64, each func(Entry[T])) (int, e
 	if received == r.acked {
 		return 0, nil
 	}
-	wasBusy := r.backlog && r.sampling && r.busySince <= r.rateT0
-	r.progressAt = now
+	prev := r.lastAck
+	wasBusy := r.backlog && r.busySince <= prev
+	r.progressAt, r.lastAck = now, now
 	bytes := 0
+	var sent int64 // when the newest segment acknowledged was taken
 	for r.acked < received {
 		e := r.inflight.Pop()
+		sent = e.Sent
 		r.acked++
 		r.flying -= int64(e.Size)
 		bytes += e.Size
@@ -273,30 +276,31 @@ func (r *Rail[T]) AckTo(now int64, received uint64, each func(Entry[T])) (int, e
 			each(e)
 		}
 	}
-	r.observe(now, bytes, wasBusy)
+	r.observe(now, prev, bytes, wasBusy || sent < prev)
 	r.updateBacklog(now)
 	return bytes, nil
 }
 
-// observe updates the drain-rate estimate after bytes were acknowledged.
-// A sample spans at least RateWindow and counts only if the rail had a
-// backlog all along (busy) or its pipe is still full: otherwise it would
-// measure the offered load, not the rail.
-func (r *Rail[T]) observe(now int64, bytes int, busy bool) {
+// observe updates the drain-rate estimate after bytes were acknowledged
+// at now, the previous acknowledgement having come at prev. The interval
+// counts when the rail was draining all along: it had a backlog since
+// before prev, or the newest segment acknowledged was taken before prev
+// (it waited behind the segments acknowledged then: a planned share
+// handed over at once drains so, without the rail ever holding a
+// backlog). Otherwise the interval measured the offered load, not the
+// rail. Intervals accumulate into a sample of at least RateWindow.
+func (r *Rail[T]) observe(now, prev int64, bytes int, draining bool) {
 	r.delivered += int64(bytes)
-	if !r.sampling {
-		r.sampling, r.rateT0, r.rateB0 = true, now, r.delivered
+	if !draining || now <= prev {
 		return
 	}
-	if now-r.rateT0 < int64(r.cfg.RateWindow) {
+	r.accBytes += int64(bytes)
+	r.accTime += now - prev
+	if r.accTime < int64(r.cfg.RateWindow) {
 		return
 	}
-	sample := float64(r.delivered-r.rateB0) * 8 / (float64(now-r.rateT0) / 1e9)
-	busy = busy || r.flying >= r.pipe
-	r.rateT0, r.rateB0 = now, r.delivered
-	if !busy {
-		return
-	}
+	sample := float64(r.accBytes) * 8 / (float64(r.accTime) / 1e9)
+	r.accBytes, r.accTime = 0, 0
 	r.rateAt = now
 	if r.rate == 0 {
 		r.rate = sample
@@ -349,7 +353,7 @@ func (r *Rail[T]) Drain(dst []Entry[T]) []Entry[T] {
 // is forgotten and the pipe set to pipe bytes. The queue is kept.
 func (r *Rail[T]) Restart(now, pipe int64) {
 	r.acked = 0
-	r.rate, r.sampling = 0, false
+	r.rate, r.accBytes, r.accTime = 0, 0, 0
 	r.lastWait, r.ackDelay, r.progressAt = 0, 0, now
 	r.pipe = max(pipe, 1)
 	r.backlog = false

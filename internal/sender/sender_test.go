@@ -100,6 +100,34 @@ func TestRateAppLimited(t *testing.T) {
 	}
 }
 
+// TestRateDrainingShare: a share handed over at once (every segment
+// taken at the start, the pipe never full, no queue) drains at the
+// rail's rate: the intervals between the acknowledgements after the
+// first measure it, without a backlog. The first interval (the way there
+// and back) does not count.
+func TestRateDrainingShare(t *testing.T) {
+	r := mustNew(t, Config{Pipe: 64 << 20})
+	const seg = 64 << 10
+	for round := range 4 {
+		start := int64(round) * int64(time.Second)
+		for i := range 8 {
+			r.Push(start, i, seg)
+			r.Take(start)
+		}
+		now := start + int64(30*time.Millisecond) // the first: RTT plus one segment
+		for range 8 {
+			if _, err := r.AckTo(now, r.Acked()+1, nil); err != nil {
+				t.Fatal(err)
+			}
+			now += int64(5 * time.Millisecond)
+		}
+	}
+	want := float64(seg) * 8 / 0.005
+	if got := r.Rate(); math.Abs(got-want)/want > 1e-9 {
+		t.Fatalf("rate %.0f, want %.0f from the acknowledgements' spacing", got, want)
+	}
+}
+
 func TestAckDelayAndStall(t *testing.T) {
 	r := mustNew(t, Config{})
 	const timeout = time.Second
