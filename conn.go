@@ -87,7 +87,6 @@ type Conn struct {
 	shares        []int64       // the planner's scratch (plan.go)
 	lanes         []sender.Lane // the planner's scratch (plan.go)
 	plans         uint64        // messages planned
-	tailMoves     uint64        // shares moved by replanTailLocked
 	lastPlan      *planRecord   // the last planned message acknowledged in full
 	peerWindow    uint64
 	sentMsgs      uint64

@@ -59,9 +59,8 @@ func (c *Conn) lanesLocked() []sender.Lane {
 
 // queuePlannedLocked queues a large message by plan: each rail that is up
 // gets a contiguous share (sender.Split) and its frames are queued as its
-// queue has room; when a rail has queued all of its share while another
-// still has some to queue, the rest of the latter is split between the
-// two again (sender.Rebalance), and a rail that goes down hands the rest
+// queue has room; a rail that runs dry takes frames from the ends of the
+// others' queues (stealLocked), and a rail that goes down hands the rest
 // of its share to the scheduler. It returns the rail of the last frame.
 // Caller holds c.mu; it is released while waiting for room.
 func (c *Conn) queuePlannedLocked(m *msgFrames) (*rail, error) {
@@ -131,7 +130,7 @@ func (c *Conn) queuePlannedLocked(m *msgFrames) (*rail, error) {
 		if !left {
 			return last, nil
 		}
-		if c.replanTailLocked(cur, end) || progress {
+		if progress {
 			continue
 		}
 		ch := c.changedLocked()
@@ -142,42 +141,6 @@ func (c *Conn) queuePlannedLocked(m *msgFrames) (*rail, error) {
 		}
 		c.mu.Lock()
 	}
-}
-
-// replanTailLocked gives a rail that is up, has room and has queued all
-// of its share part of the rest of the rail expected to finish last (the
-// front of that rest), so that both are expected to finish together. It reports whether a share
-// moved. Caller holds c.mu.
-func (c *Conn) replanTailLocked(cur, end []int) bool {
-	lanes := c.lanesLocked()
-	moved := false
-	for j, r := range c.rails {
-		if cur[j] != end[j] || !r.life.up() || r.core.Full() {
-			continue
-		}
-		from, late := -1, 0.0
-		for i := range c.rails {
-			if rem := end[i] - cur[i]; rem > 0 {
-				if f := lanes[i].Finish(int64(rem)); from < 0 || f > late {
-					from, late = i, f
-				}
-			}
-		}
-		if from < 0 {
-			return moved
-		}
-		k := int(sender.Rebalance(lanes[from], lanes[j], int64(end[from]-cur[from]), int64(c.cfg.SegmentSize)))
-		if k <= 0 {
-			continue
-		}
-		// From the front of the rest: it starts at a multiple of the
-		// segment size, where the rest's end may be the message's.
-		cur[j], end[j] = cur[from], cur[from]+k
-		cur[from] += k
-		c.tailMoves++
-		moved = true
-	}
-	return moved
 }
 
 // stealLocked moves queued segments from the ends of other rails' queues

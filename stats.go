@@ -99,12 +99,12 @@ type Stats struct {
 	// CreditAvailable is how many bytes of message cost the peer currently
 	// lets this side start.
 	CreditAvailable uint64
-	// Plans counts the messages the planner split over the rails, and
-	// TailMoves the times it moved the rest of a rail's share to a rail
-	// that had queued all of its own (Config.PlanMin). LastPlan describes
-	// the last planned message acknowledged in full; nil before one.
-	Plans, TailMoves uint64
-	LastPlan         *PlanStats
+	// Plans counts the messages the planner split over the rails
+	// (Config.PlanMin; RailStats.Moved counts the frames moved at their
+	// tails). LastPlan describes the last planned message acknowledged in
+	// full; nil before one.
+	Plans    uint64
+	LastPlan *PlanStats
 	// DispatchTicks counts the dispatch timer's ticks so far; 0 when
 	// Config.DispatchInterval is 0 (continuous dispatch).
 	DispatchTicks uint64
@@ -127,7 +127,7 @@ func (c *Conn) Stats() Stats {
 	st.MessagesReceived = c.recvMsgs.Load()
 	st.CreditAvailable = c.credit.Available()
 	st.DispatchTicks = c.ticks
-	st.Plans, st.TailMoves = c.plans, c.tailMoves
+	st.Plans = c.plans
 	if p := c.lastPlan; p != nil {
 		lp := &PlanStats{Bytes: append([]int64(nil), p.bytes...), End: make([]time.Duration, len(p.end))}
 		for i, e := range p.end {

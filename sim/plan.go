@@ -3,9 +3,8 @@ package sim
 import "github.com/multirail/multirail/internal/sender"
 
 // The planner, as the live transport runs it (multirail's plan.go): a
-// large message split over a link's rails by sender.Split, the rest of a
-// share moved by sender.Rebalance, queued planned segments moved by
-// sender.Moves to a rail that runs dry.
+// large message split over a link's rails by sender.Split, queued planned
+// segments moved by sender.Moves to a rail that runs dry.
 
 // minShare is the live transport's planMinShare; planUnit its default
 // segment size (multirail.DefaultSegmentSize: the unit of the shares),
@@ -40,8 +39,7 @@ func (s *Sim) lanes(L *link) []sender.Lane {
 
 // pumpPlanned queues large message mi, the head of lane ln, by plan: it
 // plans the message on its first call, then queues each rail's share as
-// the rail has room, moving the rest of a share to a rail that queued
-// all of its own. It reports whether the message is fully queued (the
+// the rail has room. It reports whether the message is fully queued (the
 // lane moves on to its next message); otherwise the lane waits for a
 // change.
 func (s *Sim) pumpPlanned(L *link, ln *lane, mi int32) bool {
@@ -88,44 +86,11 @@ func (s *Sim) pumpPlanned(L *link, ln *lane, mi int32) bool {
 			}
 			return true
 		}
-		if !s.replanTail(L, ln) && !progress {
+		if !progress {
 			ln.blocked = laneAnyCh
 			return false
 		}
 	}
-}
-
-// replanTail gives a rail that is up, has room and queued all of its
-// share part of the rest of the rail expected to finish last (all of it,
-// if that rail is down). It reports whether a share moved.
-func (s *Sim) replanTail(L *link, ln *lane) bool {
-	lanes := s.lanes(L)
-	moved := false
-	for j := range int(L.n) {
-		if ln.cur[j] != ln.end[j] || !L.states[j].Up || L.states[j].Queued >= s.qcap {
-			continue
-		}
-		from, late := -1, 0.0
-		for i := range int(L.n) {
-			if rem := ln.end[i] - ln.cur[i]; rem > 0 {
-				if f := lanes[i].Finish(rem); from < 0 || f > late {
-					from, late = i, f
-				}
-			}
-		}
-		if from < 0 {
-			return moved
-		}
-		k := sender.Rebalance(lanes[from], lanes[j], ln.end[from]-ln.cur[from], s.unit())
-		if k <= 0 {
-			continue
-		}
-		ln.cur[j], ln.end[j] = ln.cur[from], ln.cur[from]+k
-		ln.cur[from] += k
-		s.tailMoves++
-		moved = true
-	}
-	return moved
 }
 
 // steal moves planned segments from the ends of link L's other rails'

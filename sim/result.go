@@ -48,12 +48,10 @@ type Result struct {
 	// scheduler declined (Pick returned -1) while nothing was in flight
 	// that could change its mind; a correct scheduler has none.
 	ForcedPicks uint64 `json:"forced_picks"`
-	// Plans counts the messages the planner split over the rails;
-	// TailMoves the shares it moved to a rail that had queued its own, and
+	// Plans counts the messages the planner split over the rails, and
 	// MovedSegments the queued segments it moved to a rail that ran dry
 	// (scenario plan_min; schedulers that leave large messages to it).
 	Plans         uint64 `json:"plans"`
-	TailMoves     uint64 `json:"tail_moves"`
 	MovedSegments uint64 `json:"moved_segments"`
 	// Rails has one entry per rail (allreduce: per template rail, summed
 	// over the ranks; reqresp: the forward rails, then the reverse ones).
@@ -153,7 +151,7 @@ func (s *Sim) Result() *Result {
 		Sched: s.schedName, DurationS: sec, Completed: s.completed, Submitted: s.submitted,
 		OfferedBytes: s.offered, DeliveredBytes: s.delivered, SegmentsSent: s.segsSent,
 		SegmentsDelivered: s.segsArrived, Events: s.events, ForcedPicks: s.forced,
-		Plans: s.plans, TailMoves: s.tailMoves, MovedSegments: s.moved,
+		Plans: s.plans, MovedSegments: s.moved,
 		CompletionUnit: "message",
 	}
 	switch s.sc.Traffic.Kind {

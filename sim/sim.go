@@ -81,15 +81,14 @@ type Sim struct {
 	itersDone            int
 
 	// Statistics.
-	events    uint64
-	done      bool // finite traffic completed
-	over      bool // the run ended
-	endT      int64
-	forced    uint64
-	bugs      uint64
-	plans     uint64 // messages planned
-	tailMoves uint64 // shares moved by replanTail
-	moved     uint64 // queued segments moved by steal
+	events uint64
+	done   bool // finite traffic completed
+	over   bool // the run ended
+	endT   int64
+	forced uint64
+	bugs   uint64
+	plans  uint64 // messages planned
+	moved  uint64 // queued segments moved by steal
 
 	laneBuf     []sender.Lane // the planner's scratch
 	shareBuf    []int64

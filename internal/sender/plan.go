@@ -29,15 +29,22 @@ type Lane struct {
 const RateTrust = time.Second
 
 // Lane is the planner's view of r at now: its measured drain rate, else
-// its nominal rate, else 0; its backlog is its queued plus in-flight
-// bytes.
+// its nominal rate, else 0; its backlog is its queued bytes plus what is
+// still in flight: the bytes taken and not acknowledged, less what the
+// rail has drained at its measured rate since the last acknowledgement
+// (a receiver acknowledges a busy rail every few hundred KiB, so the
+// count of bytes not acknowledged lags by up to that much).
 func (r *Rail[T]) Lane(now int64, up bool) Lane {
 	rate := r.rate
 	stale := rate > 0 && now-r.rateAt > int64(RateTrust)
+	flying := r.flying
+	if rate > 0 && flying > 0 && now > r.lastAck {
+		flying -= min(flying, int64(rate/8*float64(now-r.lastAck)/1e9))
+	}
 	if rate <= 0 {
 		rate = r.cfg.Nominal
 	}
-	return Lane{Up: up, Rate: rate, Backlog: r.queued + r.flying, Stale: stale}
+	return Lane{Up: up, Rate: rate, Backlog: r.queued + flying, Stale: stale}
 }
 
 // Resolve settles the rates of the lanes that are up, in place, and
@@ -190,30 +197,6 @@ func pick(lanes []Lane, units []int64, in uint64, unit int64, latest bool) int {
 		}
 	}
 	return best
-}
-
-// Rebalance returns how many of the rem bytes still planned for lane from
-// (beyond its Backlog) should move to lane to, so that both are expected
-// to finish together: 0 when to would not finish them sooner than from.
-// Less than all of rem is rounded down to a multiple of unit (unit > 0):
-// 0 when less than one unit would move. A lane that is down gives all.
-func Rebalance(from, to Lane, rem, unit int64) int64 {
-	if rem <= 0 || !to.Up || !(to.Rate > 0) || unit <= 0 {
-		return 0
-	}
-	if !from.Up || !(from.Rate > 0) {
-		return rem // a lane that is down keeps nothing
-	}
-	// (B_f + rem - k)/R_f = (B_t + k)/R_t
-	k := (to.Rate*float64(from.Backlog+rem) - from.Rate*float64(to.Backlog)) / (from.Rate + to.Rate)
-	if k <= 0 {
-		return 0
-	}
-	moved := min(int64(k), rem)
-	if moved < rem {
-		moved -= moved % unit
-	}
-	return moved
 }
 
 // Moves reports whether a segment of size bytes at the end of lane

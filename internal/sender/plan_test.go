@@ -151,32 +151,6 @@ func TestSplitProperties(t *testing.T) {
 	})
 }
 
-func TestRebalance(t *testing.T) {
-	const M = 1 << 20
-	tests := []struct {
-		name     string
-		from, to Lane
-		rem      int64
-		want     int64
-	}{
-		{"equal idle lanes halve the rest", Lane{true, 1e6, 0, false}, Lane{true, 1e6, 0, false}, 2 * M, M},
-		{"a slow lane gives most to a fast one", Lane{true, 1e6, 0, false}, Lane{true, 3e6, 0, false}, 4 * M, 3 * M},
-		{"from is ahead: nothing moves", Lane{true, 1e6, 0, false}, Lane{true, 1e6, 8 * M, false}, 2 * M, 0},
-		{"rounded down to the unit", Lane{true, 1e6, 0, false}, Lane{true, 1e6, 0, false}, 3*64<<10 + 1, 64 << 10},
-		{"less than a unit: nothing", Lane{true, 1e6, 0, false}, Lane{true, 1e6, 0, false}, 1000, 0},
-		{"from is down: all of it", Lane{false, 1e6, 0, false}, Lane{true, 1e6, 0, false}, 1000, 1000},
-		{"to is down: nothing", Lane{true, 1e6, 0, false}, Lane{false, 1e6, 0, false}, 2 * M, 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			unit := int64(64 << 10)
-			if got := Rebalance(tt.from, tt.to, tt.rem, unit); got != tt.want {
-				t.Fatalf("Rebalance = %d, want %d", got, tt.want)
-			}
-		})
-	}
-}
-
 func TestMovesNeverBack(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		from := Lane{Up: true, Rate: float64(rapid.Int64Range(1e5, 1e10).Draw(t, "rf")), Backlog: rapid.Int64Range(0, 64<<20).Draw(t, "bf")}
