@@ -36,6 +36,9 @@ type labBenchFlags struct {
 	// torch-multirail ("": found in the working directory).
 	ddpBatch    int
 	torchPython string
+	// iperf3, when set, says why iperf3-ring cannot run (nil: it can);
+	// the command sets lab.Iperf3Available.
+	iperf3 func() error
 }
 
 // labSystems expands --systems and --sched into the systems to run, in
@@ -129,7 +132,7 @@ func (f *labBenchFlags) plan(mpiErr, iperfErr error) (labbench.Plan, error) {
 }
 
 func newLabBench(g *globals) *cobra.Command {
-	f := &labBenchFlags{}
+	f := &labBenchFlags{iperf3: lab.Iperf3Available}
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Compare multirail with TCP per rail, MPTCP, Open MPI and Gloo on a lab of its own",

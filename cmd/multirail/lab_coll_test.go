@@ -30,32 +30,54 @@ func TestLabCollPlanDefaults(t *testing.T) {
 	if strings.Join(p.Tests, ",") != defaultCollTests || len(p.Sizes) != 5 || p.Sizes[0] != 8 || p.Sizes[4] != 4<<20 {
 		t.Errorf("tests %v sizes %v", p.Tests, p.Sizes)
 	}
-	if got := strings.Join(p.Systems, ","); got != "openmpi-default,openmpi-weighted,multirail-qlearn" || len(p.Skipped) != 2 ||
+	if got := strings.Join(p.Systems, ","); got != "openmpi-default,openmpi-weighted,iperf3-ring,multirail-qlearn" || len(p.Skipped) != 2 ||
 		p.Skipped[0] != (labbench.Skip{System: "gloo", Reason: "gloo: no torch"}) ||
 		p.Skipped[1] != (labbench.Skip{System: "torch-multirail", Reason: "torch-multirail: no multirail.torch"}) || glooChecks != 1 {
 		t.Errorf("systems %s, skipped %v, gloo checked %d times", got, p.Skipped, glooChecks)
 	}
 	// With torch, all brings in gloo; with the backend, torch-multirail.
 	p, err = f.collPlan(set, nil, withTorch, noBackend)
-	if got := strings.Join(p.Systems, ","); err != nil || got != "openmpi-default,openmpi-weighted,gloo,multirail-qlearn" || len(p.Skipped) != 1 {
+	if got := strings.Join(p.Systems, ","); err != nil || got != "openmpi-default,openmpi-weighted,iperf3-ring,gloo,multirail-qlearn" || len(p.Skipped) != 1 {
 		t.Errorf("with torch: systems %s, skipped %v, %v", got, p.Skipped, err)
 	}
 	p, err = f.collPlan(set, nil, withTorch, withTorch)
-	if got := strings.Join(p.Systems, ","); err != nil || got != "openmpi-default,openmpi-weighted,gloo,torch-multirail,multirail-qlearn" || len(p.Skipped) != 0 ||
-		p.DDPBatch != labbench.DefaultDDPBatch || p.Runs() != 15 {
+	if got := strings.Join(p.Systems, ","); err != nil || got != "openmpi-default,openmpi-weighted,iperf3-ring,gloo,torch-multirail,multirail-qlearn" || len(p.Skipped) != 0 ||
+		p.DDPBatch != labbench.DefaultDDPBatch || p.Runs() != 16 {
 		t.Errorf("with the backend: systems %s, skipped %v, batch %d, %d runs, %v", got, p.Skipped, p.DDPBatch, p.Runs(), err)
 	}
 	// Without Open MPI the group is skipped (gloo too, which mpirun
 	// starts), a named system is an error.
 	glooChecks = 0
 	p, err = f.collPlan(set, errors.New("no mpirun"), withTorch, noBackend)
-	if err != nil || strings.Join(p.Systems, ",") != "multirail-qlearn" || len(p.Skipped) != 4 || glooChecks != 0 {
+	if err != nil || strings.Join(p.Systems, ",") != "iperf3-ring,multirail-qlearn" || len(p.Skipped) != 4 || glooChecks != 0 {
 		t.Errorf("without Open MPI: %v, skipped %v, %v", p.Systems, p.Skipped, err)
 	}
 	named := func(n string) bool { return n == "systems" }
 	f.systems = "openmpi-weighted"
 	if _, err := f.collPlan(named, errors.New("no mpirun"), withTorch, noBackend); err == nil {
 		t.Error("openmpi-weighted named without Open MPI: no error")
+	}
+	// Without iperf3 the group skips iperf3-ring; named, it is an error.
+	f.systems = "all"
+	f.iperf3 = func() error { return errors.New("no iperf3 on PATH") }
+	p, err = f.collPlan(set, nil, without, noBackend)
+	if err != nil || slices.Contains(p.Systems, labbench.IperfRing) || !slices.Contains(p.Skipped, labbench.Skip{System: labbench.IperfRing, Reason: "no iperf3 on PATH"}) {
+		t.Errorf("without iperf3: %v, skipped %v, %v", p.Systems, p.Skipped, err)
+	}
+	f.systems = labbench.IperfRing
+	if _, err := f.collPlan(named, nil, without, noBackend); err == nil || !strings.Contains(err.Error(), "no iperf3 on PATH") {
+		t.Errorf("iperf3-ring named without iperf3: %v", err)
+	}
+	f.iperf3 = nil
+	// --duration is iperf3-ring's length here, whole seconds.
+	f.duration = 7 * time.Second
+	withDur := func(n string) bool { return n == "systems" || n == "duration" }
+	if p, err := f.collPlan(withDur, nil, without, noBackend); err != nil || p.RingDuration != 7*time.Second || p.Runs() != 1 {
+		t.Errorf("--duration 7s: ring %v, %d runs, %v", p.RingDuration, p.Runs(), err)
+	}
+	f.duration = 1500 * time.Millisecond
+	if _, err := f.collPlan(withDur, nil, without, noBackend); err == nil || !strings.Contains(err.Error(), "1.5s") {
+		t.Errorf("--duration 1.5s: want an error naming it, got %v", err)
 	}
 	f.systems = "gloo"
 	if _, err := f.collPlan(named, nil, without, noBackend); err == nil || !strings.Contains(err.Error(), "--systems asks for gloo, which cannot run here: gloo: no torch") {
