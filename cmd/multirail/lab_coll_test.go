@@ -307,3 +307,37 @@ func TestCollRatiosSmallOnly(t *testing.T) {
 		t.Errorf("small sizes:\n%s", out)
 	}
 }
+
+// TestPrintCollTableRing: iperf3-ring's line above the tables (not a
+// column), the CPU s/GB table from 64 KiB on, and every system against
+// the ring at the largest size.
+func TestPrintCollTableRing(t *testing.T) {
+	rep := labbench.CollReport{Date: time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC), Hosts: 4, RatesBps: []float64{200e6, 100e6, 50e6},
+		CeilingBps: 334.7e6, Systems: []string{labbench.IperfRing, "openmpi-default", "multirail-qlearn"}}
+	add := func(sys, test string, round, size int, us, bus, cpu float64) {
+		rep.Results = append(rep.Results, labbench.CollResult{System: sys, Test: test, Size: size, Round: round, AvgUs: us, BusBWBps: bus, CPUSPerGB: cpu})
+	}
+	add(labbench.IperfRing, labbench.RingTest, 1, 0, 10e6, 290e6, 9)
+	add(labbench.IperfRing, labbench.RingTest, 2, 0, 10e6, 310e6, 11)
+	add("openmpi-default", "allreduce", 1, 8, 60, 1e6, 500)
+	add("openmpi-default", "allreduce", 1, 4<<20, 500000, 100e6, 40)
+	add("multirail-qlearn", "allreduce", 1, 8, 90, 0.7e6, 800)
+	add("multirail-qlearn", "allreduce", 1, 4<<20, 110000, 300e6, 15)
+	var b strings.Builder
+	printCollTable(&b, rep)
+	out := b.String()
+	for _, want := range []string{
+		"# iperf3-ring (every host sends to the next on every rail at once, kernel TCP, in the same run): 300.0 [290.0-310.0] Mbit/s per host = 0.896 of the ceiling; CPU 10.00 [9.00-11.00] s/GB",
+		"size  openmpi-default",
+		"  4MiB  40.00            15.00",
+		"openmpi-default at 4MiB: busbw 0.333 of iperf3-ring's, CPU s/GB 4.00x iperf3-ring's",
+		"multirail-qlearn at 4MiB: busbw 1.000 of iperf3-ring's, CPU s/GB 1.50x iperf3-ring's",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "  8B  500") || strings.Contains(out, "size  iperf3-ring") || strings.Contains(out, "\nring ") {
+		t.Errorf("a CPU figure below 64 KiB, or the ring as a column or a test:\n%s", out)
+	}
+}

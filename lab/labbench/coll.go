@@ -403,7 +403,10 @@ func RunColl(ctx context.Context, o CollOptions, hooks CollHooks) (CollReport, e
 // collNotes says how each system was set up; torch is torch's version
 // (gloo), tm how the torch-multirail systems start.
 func collNotes(p CollPlan, torch string, tm TorchSetup) []string {
-	notes := []string{fmt.Sprintf("%d hosts, one rank each, all on this machine's CPUs (%d); tbf on both ends of every host NIC; one switch (bridge) per rail", p.Lab.Hosts, runtime.NumCPU())}
+	notes := []string{fmt.Sprintf("%d hosts, one rank each, all on this machine's CPUs (%d); tbf on both ends of every host NIC; one switch (bridge) per rail", p.Lab.Hosts, runtime.NumCPU()),
+		"CPU s/GB: the whole machine's busy CPU seconds (/proc/stat, sampled every 100 ms) per GB (1e9 B) of bus bytes moved, every rank's " +
+			"(ranks x calls with warm-up x busbw/8 x time per call; iperf3-ring: the bytes its receivers got), over each size's window " +
+			"(from the line that ended the previous size to its own, as read from mpirun); everything else the machine ran meanwhile counts too"}
 	if slices.Contains(p.Tests, DDPTest) {
 		steps, warmup := p.DDPSteps()
 		notes = append(notes, fmt.Sprintf("ddp: ddp_bench.py (lab/labbench) under the torch systems' start: DistributedDataParallel with default buckets (25 MiB, the first 1 MiB) "+
@@ -420,6 +423,11 @@ func collNotes(p CollPlan, torch string, tm TorchSetup) []string {
 			notes = append(notes, fmt.Sprintf("%s: torch.distributed %s, backend multirail (python/multirail over build/libmultirail.so; %s), the programs and the start of gloo "+
 				"(one torchrun per host, c10d rendezvous on host 0's control address, the same mpirun and rsh agent), %s; the backend meets through torch's store; "+
 				"rails from the hosts' NICs with MULTIRAIL_IFNAME=rail, MULTIRAIL_SCHED=qlearn, GOMAXPROCS left to the communicator", s, tm.Torch, tm.How, mode))
+		case s == IperfRing:
+			notes = append(notes, fmt.Sprintf("%s: every host sends to the next (the last to host 0) on every rail at once for %v, one iperf3 client per rail bound to the host's address on it, "+
+				"to an iperf3 server on the next host's; its bus bandwidth is the mean over the hosts of the goodput each sent (its rails summed, at the receivers), "+
+				"what a collective's bus bandwidth is compared with; it runs once per round, before the tests", s, p.ringDuration()))
+			continue
 		case s == OpenMPIDefault:
 			notes = append(notes, s+": mpirun, pml ob1, btl tcp,self on the rails' subnets, default weights, mpi_yield_when_idle 1, mrosu (lab/mpi/src/mrosu.c)")
 		case s == OpenMPIWeighted:
