@@ -3,6 +3,7 @@ package comm
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/multirail/multirail"
@@ -86,6 +87,18 @@ type Config struct {
 	// discard controller's constants and seed); Shared and the tags are
 	// set by the communicator.
 	Stage multirail.StageConfig
+	// RailRates are the rates of this host's NICs in bits per second, by
+	// interface name (Init: MULTIRAIL_RAIL_RATES, e.g.
+	// "rail0=200mbit,rail1=100mbit"). A rail to another host gets its
+	// local NIC's rate as its multirail.Rail.Bandwidth, and the listener
+	// gets them, in the order of this host's NICs, for the reverse
+	// direction of the connections it accepts (a peer's rails are in the
+	// order of its NICs: the rates fit when the hosts list their NICs
+	// alike, and a warning says when they do not). The weighted scheduler
+	// needs a rate for every rail: with it and a NIC that may become a
+	// rail but has no rate, Init fails before connecting, and tells every
+	// other rank why. Empty: no rates (every Bandwidth 0).
+	RailRates map[string]float64
 	// KeepGOMAXPROCS leaves GOMAXPROCS alone. By default, when processes
 	// of other ranks of the job run on this machine's CPUs (the same
 	// kernel, whatever their host names and network namespaces) and the
@@ -163,6 +176,11 @@ func (c Config) validate() (config, error) {
 		}
 		if !ok {
 			return out, fmt.Errorf("%w: Config.Algorithms[%s] = %s; allowed: %v", ErrConfig, cl, a, Algorithms(cl))
+		}
+	}
+	for name, r := range c.RailRates {
+		if name == "" || r <= 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+			return out, fmt.Errorf("%w: Config.RailRates[%q] = %v; allowed: an interface name and a finite rate > 0 bits/s", ErrConfig, name, r)
 		}
 	}
 	if c.Emu != "" {

@@ -27,6 +27,8 @@ import (
 	"github.com/multirail/multirail/comm/netif"
 	"github.com/multirail/multirail/comm/rdzv"
 	"github.com/multirail/multirail/emu"
+	"github.com/multirail/multirail/sched"
+	"github.com/multirail/multirail/units"
 )
 
 // Environment variables Init reads besides the launcher's (package
@@ -43,6 +45,9 @@ const (
 	// EnvBusyPoll sets Config.Transport.BusyPoll: a Go duration up to
 	// 10ms, 0 to never poll.
 	EnvBusyPoll = "MULTIRAIL_BUSY_POLL"
+	// EnvRailRates sets Config.RailRates: "NIC=RATE,..." such as
+	// "rail0=200mbit,rail1=100mbit" (rates as package units reads them).
+	EnvRailRates = "MULTIRAIL_RAIL_RATES"
 )
 
 // Init starts this process's rank of the world communicator: it detects
@@ -50,8 +55,8 @@ const (
 // torchrun, env://, Open MPI, MPICH, Slurm, Kubernetes), meets the other
 // ranks at the rendezvous, finds the rails to each of them and connects.
 // Empty fields of cfg are taken from MULTIRAIL_IFNAME, MULTIRAIL_EMU,
-// MULTIRAIL_EMU_LOAD, MULTIRAIL_ALGO, MULTIRAIL_TIMEOUT, MULTIRAIL_SCHED and
-// MULTIRAIL_BUSY_POLL where set. It
+// MULTIRAIL_EMU_LOAD, MULTIRAIL_ALGO, MULTIRAIL_TIMEOUT, MULTIRAIL_SCHED,
+// MULTIRAIL_BUSY_POLL and MULTIRAIL_RAIL_RATES where set. It
 // returns once every rank is connected to every other.
 func Init(ctx context.Context, cfg Config) (*Comm, error) {
 	host, _ := os.Hostname()
@@ -100,6 +105,13 @@ func ConfigFromEnv(cfg Config, getenv func(string) (string, bool)) (Config, erro
 		}
 		cfg.Timeout = d
 	}
+	if v, ok := getenv(EnvRailRates); ok && v != "" && cfg.RailRates == nil {
+		m, err := ParseRailRates(v)
+		if err != nil {
+			return cfg, fmt.Errorf("%w: %s=%q: %w", ErrConfig, EnvRailRates, v, err)
+		}
+		cfg.RailRates = m
+	}
 	if v, ok := getenv(EnvAlgo); ok && v != "" && cfg.Algorithms == nil {
 		m, err := parseAlgorithms(v)
 		if err != nil {
@@ -108,6 +120,39 @@ func ConfigFromEnv(cfg Config, getenv func(string) (string, bool)) (Config, erro
 		cfg.Algorithms = m
 	}
 	return cfg, nil
+}
+
+// ParseRailRates parses "NIC=RATE,..." (for example
+// "rail0=200mbit,rail1=100mbit") into Config.RailRates: every rate > 0 as
+// package units reads it, every NIC once.
+func ParseRailRates(s string) (map[string]float64, error) {
+	m := make(map[string]float64)
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, rate, ok := strings.Cut(item, "=")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" {
+			return nil, fmt.Errorf("%q; allowed: NIC=RATE, e.g. rail0=200mbit", item)
+		}
+		r, err := units.ParseRate(rate)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if r <= 0 {
+			return nil, fmt.Errorf("%s=%s; allowed: a rate > 0, e.g. 200mbit", name, strings.TrimSpace(rate))
+		}
+		if _, dup := m[name]; dup {
+			return nil, fmt.Errorf("%s is given twice; allowed: every NIC once", name)
+		}
+		m[name] = r
+	}
+	if len(m) == 0 {
+		return nil, fmt.Errorf("no NIC=RATE item; allowed: NIC=RATE,..., e.g. rail0=200mbit")
+	}
+	return m, nil
 }
 
 // ParseAlgorithms parses "collective=algorithm,..." (for example
@@ -160,6 +205,25 @@ type card struct {
 	// Proc identifies the process: kernel boot id, PID namespace and PID
 	// (procID). Ranks whose boot ids match share this machine's CPUs.
 	Proc string `json:"proc,omitempty"`
+	// Err, when set, is why this rank could not start (its configuration,
+	// its listener, its NICs): it publishes the card anyway, so that every
+	// other rank fails at once with this error instead of waiting for a
+	// connection that never comes. The other fields may then be empty.
+	Err string `json:"error,omitempty"`
+}
+
+// StartError is the error of a rank whose peer could not start: another
+// rank published why at the rendezvous (its configuration, its listener,
+// its NICs).
+type StartError struct {
+	Rank int
+	Host string
+	Err  string
+}
+
+// Error implements error.
+func (e *StartError) Error() string {
+	return fmt.Sprintf("rank %d (%s) could not start: %s", e.Rank, e.Host, e.Err)
 }
 
 // hello is the first message on a connection, from the dialing rank.
@@ -213,6 +277,8 @@ type boot struct {
 	srvDone  chan struct{}
 
 	tcfg        multirail.Config // the transport's, token resolved (prepare)
+	tokenReady  bool             // tcfg.Token is the job's (prepare got that far)
+	lnRails     []string         // the NICs whose rates the listener has, in order
 	skippedHere []netif.Skip     // this host's NICs that are no rails
 }
 
@@ -236,17 +302,35 @@ func (b *boot) cleanup() {
 // run builds the world and returns its communicator, whose first
 // collective call (the barrier that ends the start) is behind it.
 func (b *boot) run(ctx context.Context) (*Comm, error) {
-	data, err := b.prepare()
-	if err != nil {
-		return nil, err
-	}
 	info := b.info
+	data, perr := b.prepare()
+	if perr != nil {
+		if !b.tokenReady {
+			return nil, perr // no token: the others cannot be told
+		}
+		// Tell the others why, at the rendezvous (rank 0 still serves
+		// it): every rank then fails with this error at once.
+		host := info.Host
+		if host == "" {
+			host, _ = os.Hostname()
+		}
+		data, _ = json.Marshal(card{Host: host, Err: perr.Error()})
+	}
 	if info.Serve && info.Rank == 0 && strings.HasPrefix(info.Rdzv, "tcp://") {
 		if err := b.serve(ctx, b.tcfg.Token); err != nil {
+			if perr != nil {
+				return nil, perr
+			}
 			return nil, err
 		}
 	}
 	raw, err := rdzv.Exchange(ctx, info.Rdzv, b.tcfg.Token, rdzv.Card{JobID: info.JobID, Rank: info.Rank, Size: info.Size, Data: data})
+	if perr != nil {
+		// Told (or not, if the exchange failed): this rank's own error
+		// is what it reports. A serving rank 0 keeps serving until every
+		// rank has the table (cleanup waits for it).
+		return nil, perr
+	}
 	if err != nil {
 		return nil, err // rdzv's errors name the rendezvous
 	}
@@ -264,6 +348,7 @@ func (b *boot) prepare() ([]byte, error) {
 	if tcfg.Token, err = jobToken(tcfg.Token, info); err != nil {
 		return nil, err
 	}
+	b.tcfg, b.tokenReady = tcfg, true
 	if tcfg.MaxListenerBuffer == 0 {
 		// Every other rank may connect: room for each one's window.
 		window := tcfg.MaxReceiveBuffer
@@ -273,14 +358,40 @@ func (b *boot) prepare() ([]byte, error) {
 		tcfg.MaxListenerBuffer = max(multirail.DefaultMaxListenerBuffer, int64(info.Size)*window)
 	}
 	b.tcfg = tcfg
-	if b.ln, err = multirail.Listen(":0", tcfg); err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
-	}
-	port := b.ln.Addr().(*net.TCPAddr).Port
-	me := card{Host: info.Host, HostID: hostID(info.Host), Port: port, LocalRank: info.LocalRank, Proc: procID()}
+	me := card{Host: info.Host, HostID: hostID(info.Host), LocalRank: info.LocalRank, Proc: procID()}
 	if me.Host == "" {
 		me.Host, _ = os.Hostname()
 	}
+	filter, err := netif.ParseFilter(cfg.IfName)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.emu == nil {
+		ifs, err := netif.Local()
+		if err != nil {
+			return nil, fmt.Errorf("network interfaces: %w", err)
+		}
+		me.Ifaces, b.skippedHere = netif.Candidates(ifs, filter)
+	}
+	if err := b.checkScheduler(me.Ifaces); err != nil {
+		return nil, err
+	}
+	lcfg := tcfg
+	if cfg.emu == nil && len(cfg.RailRates) > 0 {
+		// The reverse direction of accepted connections: rail i is the
+		// peer's i-th NIC, taken to end at this host's i-th NIC.
+		for _, ifc := range me.Ifaces {
+			if r, ok := cfg.RailRates[ifc.Name]; ok {
+				lcfg.Rails = append(lcfg.Rails, multirail.Rail{Name: ifc.Name, Bandwidth: r})
+				b.lnRails = append(b.lnRails, ifc.Name)
+			}
+		}
+	}
+	if b.ln, err = multirail.Listen(":0", lcfg); err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	port := b.ln.Addr().(*net.TCPAddr).Port
+	me.Port = port
 	for j, s := range cfg.emu {
 		var loads []emu.Load
 		if cfg.emuLoad.Kind != emu.PatternOff && cfg.emuLoad.Kind != "" {
@@ -295,19 +406,61 @@ func (b *boot) prepare() ([]byte, error) {
 		b.emuLinks = append(b.emuLinks, l)
 		me.Emu = append(me.Emu, l.Addr())
 	}
-	filter, err := netif.ParseFilter(cfg.IfName)
-	if err != nil {
-		return nil, err
-	}
-	if cfg.emu == nil {
-		ifs, err := netif.Local()
-		if err != nil {
-			return nil, fmt.Errorf("network interfaces: %w", err)
-		}
-		me.Ifaces, b.skippedHere = netif.Candidates(ifs, filter)
-	}
 	return json.Marshal(me)
 }
+
+// checkScheduler fails, before the rendezvous, when the transport's
+// scheduler cannot run on the rails this rank will have: NIC rails
+// (ifaces) with the rates of Config.RailRates (0 where none is given),
+// or the emulated rails with theirs. The weighted scheduler needs a rate
+// for every rail; found only when connecting, after the rendezvous, the
+// others would wait for a connection that never comes.
+func (b *boot) checkScheduler(ifaces []netif.Iface) error {
+	name := b.tcfg.Scheduler
+	if name == "" {
+		return nil
+	}
+	var (
+		bw      []float64
+		missing []string
+	)
+	if len(b.cfg.emu) > 0 {
+		for _, s := range b.cfg.emu {
+			bw = append(bw, s.RateBps)
+		}
+	} else {
+		for _, ifc := range ifaces {
+			r := b.cfg.RailRates[ifc.Name]
+			if r == 0 {
+				missing = append(missing, ifc.Name)
+			}
+			bw = append(bw, r)
+		}
+	}
+	if len(bw) == 0 {
+		return nil
+	}
+	if _, err := sched.New(name, sched.Config{Rails: len(bw), Bandwidths: bw, Options: b.tcfg.SchedulerOptions}); err != nil {
+		msg := fmt.Sprintf("%v: scheduler %q cannot run on this rank's %d rails: %v", ErrConfig, name, len(bw), err)
+		ones := make([]float64, len(bw))
+		for i := range ones {
+			ones[i] = 1
+		}
+		_, errRates := sched.New(name, sched.Config{Rails: len(bw), Bandwidths: ones, Options: b.tcfg.SchedulerOptions})
+		if len(missing) > 0 && errRates == nil { // it is the rates it lacks
+			msg += fmt.Sprintf("; NICs without a rate: %s (give every NIC's rate in %s, e.g. %s=200mbit)", strings.Join(missing, ", "), EnvRailRates, missing[0])
+		}
+		return &configError{msg}
+	}
+	return nil
+}
+
+// configError is a configuration error with a message of its own; it
+// wraps ErrConfig.
+type configError struct{ msg string }
+
+func (e *configError) Error() string { return e.msg }
+func (e *configError) Unwrap() error { return ErrConfig }
 
 // finish connects to every rank, given every rank's card (by rank), and
 // returns the world communicator after its first barrier.
@@ -317,10 +470,19 @@ func (b *boot) finish(ctx context.Context, raw [][]byte) (*Comm, error) {
 		return nil, fmt.Errorf("%w: %d cards for %d ranks; want one per rank", ErrConfig, len(raw), info.Size)
 	}
 	cards := make([]card, info.Size)
+	var failed []error
 	for r, d := range raw {
 		if err := json.Unmarshal(d, &cards[r]); err != nil {
 			return nil, fmt.Errorf("rank %d's card: %w", r, err)
 		}
+		if cards[r].Err != "" {
+			failed = append(failed, &StartError{Rank: r, Host: cards[r].Host, Err: cards[r].Err})
+		}
+	}
+	if len(failed) > 0 {
+		return nil, errors.Join(failed...)
+	}
+	for r := range cards {
 		if cards[r].Port <= 0 || cards[r].Port > 65535 {
 			return nil, fmt.Errorf("rank %d's card: port %d; allowed: 1..65535", r, cards[r].Port)
 		}
@@ -541,7 +703,7 @@ func (b *boot) railsTo(w *world, me, pc card, j int, skippedHere []netif.Skip) (
 	pairs, skipped := netif.Pair(netif.Host{ID: me.HostID, Ifaces: me.Ifaces}, netif.Host{ID: pc.HostID, Ifaces: pc.Ifaces})
 	for _, p := range pairs {
 		addr := netip.AddrPortFrom(p.Remote, uint16(pc.Port)).String()
-		rails = append(rails, multirail.Rail{Name: p.LocalIface, Addr: addr, Local: p.Local.String()})
+		rails = append(rails, multirail.Rail{Name: p.LocalIface, Addr: addr, Local: p.Local.String(), Bandwidth: b.cfg.RailRates[p.LocalIface]})
 		infos = append(infos, RailInfo{Name: p.LocalIface, Local: p.Local.String(), Remote: addr})
 	}
 	if len(rails) == 0 {
@@ -647,6 +809,18 @@ func (b *boot) accept(ctx context.Context, w *world, cards []card, mu *sync.Mute
 			continue
 		}
 		pc := cards[h.Rank]
+		if len(b.lnRails) > 0 {
+			// The peer's rails, in its order, end at these NICs here.
+			me := cards[w.rank]
+			pairs, _ := netif.Pair(netif.Host{ID: pc.HostID, Ifaces: pc.Ifaces}, netif.Host{ID: me.HostID, Ifaces: me.Ifaces})
+			var ends []string
+			for _, p := range pairs {
+				ends = append(ends, p.RemoteIface)
+			}
+			if !slices.Equal(ends, b.lnRails) {
+				b.log.Warn("comm: the rails from a peer end at other NICs than the rates this rank's listener assumed; the reverse direction's rates may be misplaced", "peer", h.Rank, "ends", ends, "assumed", b.lnRails)
+			}
+		}
 		var infos []RailInfo
 		for _, rs := range conn.Stats().Rails {
 			infos = append(infos, RailInfo{Name: rs.Name, Remote: rs.Name})

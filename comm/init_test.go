@@ -15,6 +15,8 @@ import (
 
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/comm/launch"
+	"github.com/multirail/multirail/comm/netif"
+	"github.com/multirail/multirail/sched"
 )
 
 func freePort(t *testing.T) int {
@@ -137,5 +139,92 @@ func TestLocalKeepsGOMAXPROCS(t *testing.T) {
 	local(t, 3, Config{})
 	if after := runtime.GOMAXPROCS(0); after != before {
 		t.Fatalf("GOMAXPROCS went from %d to %d", before, after)
+	}
+}
+
+// TestStartErrorReachesOthers: a rank that cannot start (here rank 0,
+// whose scheduler does not exist) tells the others at the rendezvous:
+// they fail with its error, naming it, instead of waiting for its
+// connections until their timeout; it fails with its own.
+func TestStartErrorReachesOthers(t *testing.T) {
+	for _, rdzv := range []string{fmt.Sprintf("tcp://127.0.0.1:%d", freePort(t)), "file://" + t.TempDir() + "/rdzv"} {
+		host, _ := os.Hostname()
+		const n = 3
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for r := range n {
+			cfg := Config{Transport: transportToken("s3cret-" + t.Name())}
+			if r == 0 {
+				cfg.Transport.Scheduler = "no-such-scheduler"
+			}
+			wg.Go(func() {
+				info := launch.Info{Launcher: "env", Rank: r, Size: n, LocalRank: r, LocalSize: n, JobID: "job-" + t.Name(), Rdzv: rdzv, Serve: true, Host: host}
+				c, err := Start(context.Background(), info, cfg)
+				if c != nil {
+					_ = c.Close()
+				}
+				errs[r] = err
+			})
+		}
+		wg.Wait()
+		if errs[0] == nil || !strings.Contains(errs[0].Error(), "no-such-scheduler") {
+			t.Errorf("%s: rank 0: want its own error naming the scheduler, got %v", rdzv, errs[0])
+		}
+		for r := 1; r < n; r++ {
+			var se *StartError
+			if !errors.As(errs[r], &se) || se.Rank != 0 || !strings.Contains(se.Err, "no-such-scheduler") || !errors.Is(errs[r], ErrBootstrap) {
+				t.Errorf("%s: rank %d: want a bootstrap error carrying rank 0's, got %v", rdzv, r, errs[r])
+				continue
+			}
+			if errors.Is(errs[r], context.DeadlineExceeded) || errors.Is(errs[r], context.Canceled) {
+				t.Errorf("%s: rank %d: waited for its context: %v", rdzv, r, errs[r])
+			}
+			t.Logf("%s: rank %d: %v", rdzv, r, errs[r])
+		}
+	}
+}
+
+// TestWeightedNeedsRates: the weighted scheduler on NIC rails without a
+// rate for each is a configuration error before the rendezvous, naming
+// the NICs and the variable; with every rate it passes.
+func TestWeightedNeedsRates(t *testing.T) {
+	ifaces := []netif.Iface{{Name: "rail0"}, {Name: "rail1"}}
+	b := &boot{cfg: config{Config: Config{RailRates: map[string]float64{"rail0": 2e8}}}}
+	b.tcfg.Scheduler = sched.NameWeighted
+	err := b.checkScheduler(ifaces)
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "rail1") || strings.Contains(err.Error(), "rail0,") || !strings.Contains(err.Error(), EnvRailRates) {
+		t.Fatalf("one rate missing: want a config error naming rail1 and %s, got %v", EnvRailRates, err)
+	}
+	b.cfg.RailRates["rail1"] = 1e8
+	if err := b.checkScheduler(ifaces); err != nil {
+		t.Fatalf("every rate given: %v", err)
+	}
+	b.tcfg.Scheduler = ""
+	b.cfg.RailRates = nil
+	if err := b.checkScheduler(ifaces); err != nil {
+		t.Fatalf("default scheduler, no rates: %v", err)
+	}
+}
+
+func TestParseRailRates(t *testing.T) {
+	m, err := ParseRailRates(" rail0=200mbit, rail1=1e8 ,")
+	if err != nil || len(m) != 2 || m["rail0"] != 2e8 || m["rail1"] != 1e8 {
+		t.Fatalf("got %v, %v", m, err)
+	}
+	for _, bad := range []string{"", "rail0", "=200mbit", "rail0=0", "rail0=fast", "rail0=1mbit,rail0=2mbit"} {
+		if _, err := ParseRailRates(bad); err == nil {
+			t.Errorf("%q: want an error", bad)
+		} else {
+			t.Logf("%q: %v", bad, err)
+		}
+	}
+	cfg, err := ConfigFromEnv(Config{}, func(k string) (string, bool) {
+		if k == EnvRailRates {
+			return "rail0=0", true
+		}
+		return "", false
+	})
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), EnvRailRates) {
+		t.Fatalf("bad %s: want a config error naming it, got %v (%+v)", EnvRailRates, err, cfg.RailRates)
 	}
 }

@@ -230,15 +230,21 @@ func (p *iperfProc) failure() string {
 // and binding it (the server exits with "Address already in use") is
 // chosen again.
 func (l *Lab) startIperfServer(rail int, interval time.Duration) (*iperfProc, int, error) {
-	addr := RailIP(1, rail)
+	return l.startIperfServerOn(1, rail, interval)
+}
+
+// startIperfServerOn is startIperfServer in side's namespace (a host of a
+// cluster), on its address on rail.
+func (l *Lab) startIperfServerOn(side, rail int, interval time.Duration) (*iperfProc, int, error) {
+	addr := RailIP(side, rail)
 	var lastErr error
 	for try := 0; try < 5; try++ {
-		port, err := l.freePort(1, addr)
+		port, err := l.freePort(side, addr)
 		if err != nil {
-			return nil, 0, fmt.Errorf("lab: load on rail %d: finding a free port for iperf3: %w", rail, err)
+			return nil, 0, fmt.Errorf("lab: rail %d of %s: finding a free port for iperf3: %w", rail, l.NS(side), err)
 		}
-		what := fmt.Sprintf("iperf3 server on rail %d (%s)", rail, net.JoinHostPort(addr, strconv.Itoa(port)))
-		p, err := l.startIperf(1, what, nil, "-s", "-1", "-B", addr, "-p", strconv.Itoa(port), "--json",
+		what := fmt.Sprintf("iperf3 server in %s on rail %d (%s)", l.NS(side), rail, net.JoinHostPort(addr, strconv.Itoa(port)))
+		p, err := l.startIperf(side, what, nil, "-s", "-1", "-B", addr, "-p", strconv.Itoa(port), "--json",
 			"-i", secondsArg(interval))
 		if err != nil {
 			return nil, 0, err
@@ -482,8 +488,10 @@ type IperfReport struct {
 	Intervals []IperfInterval
 	// ReceivedBytes is end.sum_received.bytes: the receiver's total, which
 	// includes what arrived after the last interval when the test was
-	// ended early; 0 if absent.
-	ReceivedBytes int64
+	// ended early; 0 if absent. ReceivedSeconds is the time it covers
+	// (end.sum_received's end less its start).
+	ReceivedBytes   int64
+	ReceivedSeconds float64
 	// Error is the error iperf3 reported ("" if none).
 	Error string
 }
@@ -520,6 +528,7 @@ func ParseIperf(b []byte) (IperfReport, error) {
 	r := IperfReport{Version: raw.Start.Version, Error: raw.Error}
 	if raw.End.SumReceived != nil {
 		r.ReceivedBytes = raw.End.SumReceived.Bytes
+		r.ReceivedSeconds = raw.End.SumReceived.End - raw.End.SumReceived.Start
 	}
 	for _, x := range raw.Intervals {
 		iv := x.Sum

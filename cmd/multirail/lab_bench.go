@@ -36,6 +36,9 @@ type labBenchFlags struct {
 	// torch-multirail ("": found in the working directory).
 	ddpBatch    int
 	torchPython string
+	// iperf3, when set, says why iperf3-ring cannot run (nil: it can);
+	// the command sets lab.Iperf3Available.
+	iperf3 func() error
 }
 
 // labSystems expands --systems and --sched into the systems to run, in
@@ -129,7 +132,7 @@ func (f *labBenchFlags) plan(mpiErr, iperfErr error) (labbench.Plan, error) {
 }
 
 func newLabBench(g *globals) *cobra.Command {
-	f := &labBenchFlags{}
+	f := &labBenchFlags{iperf3: lab.Iperf3Available}
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Compare multirail with TCP per rail, MPTCP, Open MPI and Gloo on a lab of its own",
@@ -153,8 +156,13 @@ With --hosts N (3..8) or --tests, bench builds a cluster instead (prefix mrc:
 N hosts, a switch per rail, see lab up --hosts) and runs OSU-style tests of
 ` + "`multirail osu`" + ` (latency, bw, bibw, barrier, bcast, allreduce, allgather,
 reduce-scatter, alltoall; point-to-point tests between hosts 0 and 1), one
-rank per host, all started by Open MPI's mpirun from host 0 with lab rsh:
+rank per host, all started by Open MPI's mpirun from host 0 with lab rsh
+(but iperf3-ring):
 
+  iperf3-ring       the ceiling in the same run: every host sends to the next
+                    on every rail at once (kernel TCP, one iperf3 per rail)
+                    for --duration (default 10s, whole seconds), once per
+                    round; its busbw is the mean per-host goodput
   openmpi-default   mrosu (an MPI program written from the OSU method, the
                     same iterations and formulas as multirail osu), ob1 +
                     TCP BTL on the rails, mpi_yield_when_idle 1
@@ -174,11 +182,14 @@ rank per host, all started by Open MPI's mpirun from host 0 with lab rsh:
                     unless named
   torch-multirail-plaintext  the same with MULTIRAIL_PLAINTEXT=1
   multirail-<sched> multirail osu, rails found from the hosts' NICs
-                    (MULTIRAIL_IFNAME=rail), MULTIRAIL_SCHED=<sched>;
+                    (MULTIRAIL_IFNAME=rail), MULTIRAIL_SCHED=<sched> (weighted
+                    also gets the true rates, MULTIRAIL_RAIL_RATES);
                     multirail-<sched>-plaintext with MULTIRAIL_PLAINTEXT=1
 
 The group torch is gloo, torch-multirail and torch-multirail-plaintext;
-all is the Open MPI systems, gloo, torch-multirail and multirail-<sched>.
+all is iperf3-ring, the Open MPI systems, gloo, torch-multirail and
+multirail-<sched>. Every collective that moves data gets the whole
+machine's CPU seconds per GB of bus bytes moved (docs/lab.md).
 
 --tests ddp trains an MLP of 5.26 M float32 parameters (21 MB of gradients)
 with DistributedDataParallel (default buckets) on the torch systems only:
@@ -232,8 +243,8 @@ medians with the range of the bus bandwidth. --json prints {"hosts",
 	fl := cmd.Flags()
 	fl.StringVar(&f.rates, "rates", "200mbit,100mbit,50mbit", "rail rates, comma-separated, fastest first (the competing stream runs on rail0)")
 	fl.StringVar(&f.sizes, "sizes", "65536,1048576,4194304", "message sizes ("+sizeForm+"), comma-separated, 1KiB..64MiB")
-	fl.DurationVar(&f.duration, "duration", 20*time.Second, "length of each run (4s..10m, a multiple of 250ms)")
-	fl.StringVar(&f.systems, "systems", "all", "systems to run, comma-separated: all, tcp-per-rail, mptcp, openmpi, openmpi-default, openmpi-weighted, multirail, multirail-<sched>; collective bench: torch, gloo, torch-multirail, torch-multirail-plaintext, multirail-<sched>-plaintext")
+	fl.DurationVar(&f.duration, "duration", 20*time.Second, "length of each run (4s..10m, a multiple of 250ms); collective bench: iperf3-ring's (whole seconds, default 10s)")
+	fl.StringVar(&f.systems, "systems", "all", "systems to run, comma-separated: all, tcp-per-rail, mptcp, openmpi, openmpi-default, openmpi-weighted, multirail, multirail-<sched>; collective bench: iperf3-ring, torch, gloo, torch-multirail, torch-multirail-plaintext, multirail-<sched>-plaintext")
 	fl.StringVar(&f.sched, "sched", "all", "schedulers for the multirail systems: all or comma-separated ("+strings.Join(sched.Names(), ", ")+")")
 	fl.StringVar(&f.prefix, "prefix", labbench.DefaultPrefix, "namespace prefix of the bench's own lab")
 	fl.StringVar(&f.cc, "cc", lab.DefaultCC, "TCP congestion control in both namespaces")

@@ -43,10 +43,15 @@ func (f *labBenchFlags) collPlan(set func(string) bool, mpiErr error, glooErr, t
 	if err != nil {
 		return p, err
 	}
-	for _, flag := range []string{"duration", "cc"} {
-		if set(flag) {
-			return p, usagef("--%s does not apply to the collective bench (--hosts > 2 or --tests): its runs are OSU-style iterations", flag)
+	if set("cc") {
+		return p, usagef("--cc does not apply to the collective bench (--hosts > 2 or --tests): its runs are OSU-style iterations")
+	}
+	if set("duration") {
+		// iperf3-ring's length: iperf3 sends for whole seconds.
+		if f.duration < time.Second || f.duration > labbench.MaxDuration || f.duration%time.Second != 0 {
+			return p, usagef("--duration %v: iperf3-ring's length in the collective bench; allowed whole seconds from 1s to %v", f.duration, labbench.MaxDuration)
 		}
+		p.RingDuration = f.duration
 	}
 	prefix := f.prefix
 	if !set("prefix") {
@@ -109,14 +114,14 @@ func (f *labBenchFlags) collPlan(set func(string) bool, mpiErr error, glooErr, t
 	if !set("sched") {
 		scheds = "qlearn"
 	}
-	list, skipped, err := labSystems(systems, scheds, labbench.ExpandOptions{MPI: mpiErr, Coll: true, Gloo: glooErr, TorchMultirail: torchErr})
+	list, skipped, err := labSystems(systems, scheds, labbench.ExpandOptions{MPI: mpiErr, Coll: true, Gloo: glooErr, TorchMultirail: torchErr, Iperf3: f.iperf3})
 	if err != nil {
 		return p, err
 	}
 	for _, s := range list {
 		if s == labbench.TCPPerRail || s == labbench.MPTCP {
 			if set("systems") && !strings.Contains(systems, labbench.GroupAll) {
-				return p, usagef("--systems: %s is not a collective system; allowed: openmpi, openmpi-default, openmpi-weighted, torch, gloo, torch-multirail, torch-multirail-plaintext, multirail, multirail-<sched>[-plaintext]", s)
+				return p, usagef("--systems: %s is not a collective system; allowed: iperf3-ring, openmpi, openmpi-default, openmpi-weighted, torch, gloo, torch-multirail, torch-multirail-plaintext, multirail, multirail-<sched>[-plaintext]", s)
 			}
 			continue
 		}
@@ -187,6 +192,8 @@ func runLabColl(ctx context.Context, g *globals, f *labBenchFlags, p labbench.Co
 // collCell is the rounds of one system, test and size.
 type collCell struct {
 	avgUs, busbw []float64
+	// cpu are the rounds' CPU s/GB where measured.
+	cpu []float64
 }
 
 // collCells groups rep's results by test, size and system.
@@ -206,6 +213,9 @@ func collCells(rep labbench.CollReport) map[string]map[int]map[string]*collCell 
 		}
 		c.avgUs = append(c.avgUs, r.AvgUs)
 		c.busbw = append(c.busbw, r.BusBWBps)
+		if r.CPUSPerGB > 0 {
+			c.cpu = append(c.cpu, r.CPUSPerGB)
+		}
 	}
 	return cells
 }
@@ -226,7 +236,7 @@ func median(v []float64) float64 {
 func testsOf(rep labbench.CollReport) []string {
 	var tests []string
 	for _, r := range rep.Results {
-		if r.Test != labbench.DDPTest && !slices.Contains(tests, r.Test) {
+		if r.Test != labbench.DDPTest && r.Test != labbench.RingTest && !slices.Contains(tests, r.Test) {
 			tests = append(tests, r.Test)
 		}
 	}
@@ -361,11 +371,23 @@ func printCollTable(w io.Writer, rep labbench.CollReport) {
 	fmt.Fprintf(w, "# lab bench %s: %d hosts, rails %s, per-host ceiling %s Mbit/s (one direction, sum of rates x 1448/1514)\n",
 		rep.Date.Format("2006-01-02 15:04 UTC"), rep.Hosts, strings.Join(rates, "/"), mbit(rep.CeilingBps))
 	cells := collCells(rep)
+	ring := cells[labbench.RingTest][0][labbench.IperfRing]
+	if ring != nil {
+		fmt.Fprintf(w, "# %s (every host sends to the next on every rail at once, kernel TCP, in the same run): %s Mbit/s per host = %.3f of the ceiling; "+
+			"CPU %s s/GB (medians of rounds [lowest-highest])\n",
+			labbench.IperfRing, withRange(mbits(ring.busbw), "%.1f"), median(ring.busbw)/rep.CeilingBps, withRange(ring.cpu, "%.2f"))
+	}
+	var systems []string // the columns: iperf3-ring has its line above
+	for _, s := range rep.Systems {
+		if s != labbench.IperfRing {
+			systems = append(systems, s)
+		}
+	}
 	for _, test := range testsOf(rep) {
 		fmt.Fprintf(w, "\n%s (avg us, bus bandwidth Mbit/s; median of rounds [lowest-highest busbw])\n", test)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprint(tw, "size")
-		for _, s := range rep.Systems {
+		for _, s := range systems {
 			fmt.Fprintf(tw, "\t%s", s)
 		}
 		fmt.Fprintln(tw)
@@ -376,7 +398,7 @@ func printCollTable(w io.Writer, rep labbench.CollReport) {
 		sort.Ints(sizes)
 		for _, size := range sizes {
 			fmt.Fprint(tw, units.FormatSize(int64(size)))
-			for _, s := range rep.Systems {
+			for _, s := range systems {
 				c := cells[test][size][s]
 				if c == nil {
 					fmt.Fprint(tw, "\t-")
@@ -394,6 +416,7 @@ func printCollTable(w io.Writer, rep labbench.CollReport) {
 			fmt.Fprintln(tw)
 		}
 		tw.Flush()
+		printCPUTable(w, systems, cells[test], sizes)
 		for _, line := range collRatios(rep, cells, test, sizes) {
 			fmt.Fprintln(w, line)
 		}
@@ -406,6 +429,55 @@ func printCollTable(w io.Writer, rep labbench.CollReport) {
 	for _, f := range rep.Failed {
 		fmt.Fprintf(w, "# FAILED %s %s round %d: %s\n", f.System, f.Test, f.Round, f.Err)
 	}
+}
+
+// printCPUTable prints, for the sizes whose bus bandwidth counts (from
+// minBusBWSize on) and that have a figure, each system's whole-machine
+// CPU seconds per GB moved: median of rounds [lowest-highest].
+func printCPUTable(w io.Writer, systems []string, cells map[int]map[string]*collCell, sizes []int) {
+	var rows []int
+	for _, size := range sizes {
+		if size < minBusBWSize {
+			continue
+		}
+		for _, s := range systems {
+			if c := cells[size][s]; c != nil && len(c.cpu) > 0 {
+				rows = append(rows, size)
+				break
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "  CPU s/GB (the whole machine's busy CPU seconds per GB of bus bytes moved, every rank's; median of rounds [lowest-highest])")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "  size")
+	for _, s := range systems {
+		fmt.Fprintf(tw, "\t%s", s)
+	}
+	fmt.Fprintln(tw)
+	for _, size := range rows {
+		fmt.Fprint(tw, "  "+units.FormatSize(int64(size)))
+		for _, s := range systems {
+			v := "-"
+			if c := cells[size][s]; c != nil && len(c.cpu) > 0 {
+				v = withRange(c.cpu, "%.2f")
+			}
+			fmt.Fprintf(tw, "\t%s", v)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+}
+
+// mbits is v in Mbit/s.
+func mbits(v []float64) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = x / 1e6
+	}
+	return out
 }
 
 // The sizes the issues state their figures at, compared besides the
@@ -450,8 +522,24 @@ func collRatios(rep labbench.CollReport, cells map[string]map[int]map[string]*co
 			}
 		}
 	}
+	if ring := cells[labbench.RingTest][0][labbench.IperfRing]; ring != nil && test != "latency" {
+		// Every system against the ceiling measured in the same run.
+		for _, m := range rep.Systems {
+			for _, size := range larges {
+				mc := cells[test][size][m]
+				if mc == nil || size < minBusBWSize || median(mc.busbw) <= 0 {
+					continue
+				}
+				line := fmt.Sprintf("  %s at %s: busbw %.3f of %s's", m, units.FormatSize(int64(size)), median(mc.busbw)/median(ring.busbw), labbench.IperfRing)
+				if len(mc.cpu) > 0 && len(ring.cpu) > 0 {
+					line += fmt.Sprintf(", CPU s/GB %.2fx %s's", median(mc.cpu)/median(ring.cpu), labbench.IperfRing)
+				}
+				out = append(out, line)
+			}
+		}
+	}
 	for _, m := range rep.Systems {
-		if labbench.IsMPI(m) {
+		if labbench.IsMPI(m) || m == labbench.IperfRing {
 			continue
 		}
 		mc := cells[test][large][m]

@@ -30,32 +30,54 @@ func TestLabCollPlanDefaults(t *testing.T) {
 	if strings.Join(p.Tests, ",") != defaultCollTests || len(p.Sizes) != 5 || p.Sizes[0] != 8 || p.Sizes[4] != 4<<20 {
 		t.Errorf("tests %v sizes %v", p.Tests, p.Sizes)
 	}
-	if got := strings.Join(p.Systems, ","); got != "openmpi-default,openmpi-weighted,multirail-qlearn" || len(p.Skipped) != 2 ||
+	if got := strings.Join(p.Systems, ","); got != "openmpi-default,openmpi-weighted,iperf3-ring,multirail-qlearn" || len(p.Skipped) != 2 ||
 		p.Skipped[0] != (labbench.Skip{System: "gloo", Reason: "gloo: no torch"}) ||
 		p.Skipped[1] != (labbench.Skip{System: "torch-multirail", Reason: "torch-multirail: no multirail.torch"}) || glooChecks != 1 {
 		t.Errorf("systems %s, skipped %v, gloo checked %d times", got, p.Skipped, glooChecks)
 	}
 	// With torch, all brings in gloo; with the backend, torch-multirail.
 	p, err = f.collPlan(set, nil, withTorch, noBackend)
-	if got := strings.Join(p.Systems, ","); err != nil || got != "openmpi-default,openmpi-weighted,gloo,multirail-qlearn" || len(p.Skipped) != 1 {
+	if got := strings.Join(p.Systems, ","); err != nil || got != "openmpi-default,openmpi-weighted,iperf3-ring,gloo,multirail-qlearn" || len(p.Skipped) != 1 {
 		t.Errorf("with torch: systems %s, skipped %v, %v", got, p.Skipped, err)
 	}
 	p, err = f.collPlan(set, nil, withTorch, withTorch)
-	if got := strings.Join(p.Systems, ","); err != nil || got != "openmpi-default,openmpi-weighted,gloo,torch-multirail,multirail-qlearn" || len(p.Skipped) != 0 ||
-		p.DDPBatch != labbench.DefaultDDPBatch || p.Runs() != 15 {
+	if got := strings.Join(p.Systems, ","); err != nil || got != "openmpi-default,openmpi-weighted,iperf3-ring,gloo,torch-multirail,multirail-qlearn" || len(p.Skipped) != 0 ||
+		p.DDPBatch != labbench.DefaultDDPBatch || p.Runs() != 16 {
 		t.Errorf("with the backend: systems %s, skipped %v, batch %d, %d runs, %v", got, p.Skipped, p.DDPBatch, p.Runs(), err)
 	}
 	// Without Open MPI the group is skipped (gloo too, which mpirun
 	// starts), a named system is an error.
 	glooChecks = 0
 	p, err = f.collPlan(set, errors.New("no mpirun"), withTorch, noBackend)
-	if err != nil || strings.Join(p.Systems, ",") != "multirail-qlearn" || len(p.Skipped) != 4 || glooChecks != 0 {
+	if err != nil || strings.Join(p.Systems, ",") != "iperf3-ring,multirail-qlearn" || len(p.Skipped) != 4 || glooChecks != 0 {
 		t.Errorf("without Open MPI: %v, skipped %v, %v", p.Systems, p.Skipped, err)
 	}
 	named := func(n string) bool { return n == "systems" }
 	f.systems = "openmpi-weighted"
 	if _, err := f.collPlan(named, errors.New("no mpirun"), withTorch, noBackend); err == nil {
 		t.Error("openmpi-weighted named without Open MPI: no error")
+	}
+	// Without iperf3 the group skips iperf3-ring; named, it is an error.
+	f.systems = "all"
+	f.iperf3 = func() error { return errors.New("no iperf3 on PATH") }
+	p, err = f.collPlan(set, nil, without, noBackend)
+	if err != nil || slices.Contains(p.Systems, labbench.IperfRing) || !slices.Contains(p.Skipped, labbench.Skip{System: labbench.IperfRing, Reason: "no iperf3 on PATH"}) {
+		t.Errorf("without iperf3: %v, skipped %v, %v", p.Systems, p.Skipped, err)
+	}
+	f.systems = labbench.IperfRing
+	if _, err := f.collPlan(named, nil, without, noBackend); err == nil || !strings.Contains(err.Error(), "no iperf3 on PATH") {
+		t.Errorf("iperf3-ring named without iperf3: %v", err)
+	}
+	f.iperf3 = nil
+	// --duration is iperf3-ring's length here, whole seconds.
+	f.duration = 7 * time.Second
+	withDur := func(n string) bool { return n == "systems" || n == "duration" }
+	if p, err := f.collPlan(withDur, nil, without, noBackend); err != nil || p.RingDuration != 7*time.Second || p.Runs() != 1 {
+		t.Errorf("--duration 7s: ring %v, %d runs, %v", p.RingDuration, p.Runs(), err)
+	}
+	f.duration = 1500 * time.Millisecond
+	if _, err := f.collPlan(withDur, nil, without, noBackend); err == nil || !strings.Contains(err.Error(), "1.5s") {
+		t.Errorf("--duration 1.5s: want an error naming it, got %v", err)
 	}
 	f.systems = "gloo"
 	if _, err := f.collPlan(named, nil, without, noBackend); err == nil || !strings.Contains(err.Error(), "--systems asks for gloo, which cannot run here: gloo: no torch") {
@@ -283,5 +305,39 @@ func TestCollRatiosSmallOnly(t *testing.T) {
 	if !strings.Contains(out, "torch-multirail / gloo at 4B: time 0.31x") || !strings.Contains(out, "torch-multirail / gloo at 8B: time 0.31x") ||
 		strings.Contains(out, "busbw 3.00x") || strings.Contains(out, "of the ceiling") {
 		t.Errorf("small sizes:\n%s", out)
+	}
+}
+
+// TestPrintCollTableRing: iperf3-ring's line above the tables (not a
+// column), the CPU s/GB table from 64 KiB on, and every system against
+// the ring at the largest size.
+func TestPrintCollTableRing(t *testing.T) {
+	rep := labbench.CollReport{Date: time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC), Hosts: 4, RatesBps: []float64{200e6, 100e6, 50e6},
+		CeilingBps: 334.7e6, Systems: []string{labbench.IperfRing, "openmpi-default", "multirail-qlearn"}}
+	add := func(sys, test string, round, size int, us, bus, cpu float64) {
+		rep.Results = append(rep.Results, labbench.CollResult{System: sys, Test: test, Size: size, Round: round, AvgUs: us, BusBWBps: bus, CPUSPerGB: cpu})
+	}
+	add(labbench.IperfRing, labbench.RingTest, 1, 0, 10e6, 290e6, 9)
+	add(labbench.IperfRing, labbench.RingTest, 2, 0, 10e6, 310e6, 11)
+	add("openmpi-default", "allreduce", 1, 8, 60, 1e6, 500)
+	add("openmpi-default", "allreduce", 1, 4<<20, 500000, 100e6, 40)
+	add("multirail-qlearn", "allreduce", 1, 8, 90, 0.7e6, 800)
+	add("multirail-qlearn", "allreduce", 1, 4<<20, 110000, 300e6, 15)
+	var b strings.Builder
+	printCollTable(&b, rep)
+	out := b.String()
+	for _, want := range []string{
+		"# iperf3-ring (every host sends to the next on every rail at once, kernel TCP, in the same run): 300.0 [290.0-310.0] Mbit/s per host = 0.896 of the ceiling; CPU 10.00 [9.00-11.00] s/GB",
+		"size  openmpi-default",
+		"  4MiB  40.00            15.00",
+		"openmpi-default at 4MiB: busbw 0.333 of iperf3-ring's, CPU s/GB 4.00x iperf3-ring's",
+		"multirail-qlearn at 4MiB: busbw 1.000 of iperf3-ring's, CPU s/GB 1.50x iperf3-ring's",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "  8B  500") || strings.Contains(out, "size  iperf3-ring") || strings.Contains(out, "\nring ") {
+		t.Errorf("a CPU figure below 64 KiB, or the ring as a column or a test:\n%s", out)
 	}
 }

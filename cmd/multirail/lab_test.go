@@ -66,7 +66,8 @@ func TestLabUsageErrors(t *testing.T) {
 		{[]string{"lab", "bench", "--hosts", "1"}, "--hosts = 1 is out of range"},
 		{[]string{"lab", "bench", "--hosts", "4", "--tests", "allreduce,nccl"}, `unknown test "nccl"`},
 		{[]string{"lab", "bench", "--hosts", "4", "--sizes", "8:4"}, "range 8:4 has MIN > MAX"},
-		{[]string{"lab", "bench", "--hosts", "4", "--duration", "8s"}, "--duration does not apply to the collective bench"},
+		{[]string{"lab", "bench", "--hosts", "4", "--duration", "8500ms"}, "--duration 8.5s: iperf3-ring's length in the collective bench; allowed whole seconds"},
+		{[]string{"lab", "bench", "--hosts", "4", "--cc", "reno"}, "--cc does not apply to the collective bench"},
 		{[]string{"lab", "bench", "--hosts", "4", "--systems", "tcp-per-rail"}, "tcp-per-rail is not a collective system"},
 		{[]string{"lab", "bench", "--hosts", "4", "--rounds", "0"}, "--rounds 0 is out of range: allowed 1..20"},
 		{[]string{"lab", "bench", "--rounds", "3"}, "--rounds, --iters, --warmup, --ddp-batch and --torch-python apply to the collective bench only"},
@@ -117,7 +118,7 @@ func TestLabSystems(t *testing.T) {
 	}{
 		{"openmpi", "all", noMPI, "--systems asks for openmpi-default, which cannot run here: mpi: mpicc", false},
 		{"openmpi-weighted", "all", noMPI, "--systems asks for openmpi-weighted, which cannot run here", false},
-		{"infiniband", "all", nil, `--systems "infiniband": unknown system (allowed: all, tcp-per-rail, mptcp, openmpi, openmpi-default, openmpi-weighted, torch, gloo, torch-multirail, torch-multirail-plaintext (these four: collective bench), multirail, multirail-<sched>[-plaintext] with sched one of`, true},
+		{"infiniband", "all", nil, `--systems "infiniband": unknown system (allowed: all, tcp-per-rail, mptcp, openmpi, openmpi-default, openmpi-weighted, torch, gloo, torch-multirail, torch-multirail-plaintext, iperf3-ring (these five: collective bench), multirail, multirail-<sched>[-plaintext] with sched one of`, true},
 		{"all", "best", nil, `--sched "best": unknown scheduler`, true},
 	} {
 		_, _, err := labSystems(tc.systems, tc.sched, labbench.ExpandOptions{MPI: tc.mpiErr})

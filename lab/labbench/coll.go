@@ -5,22 +5,25 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/multirail/multirail/comm"
 	"github.com/multirail/multirail/comm/osu"
 	"github.com/multirail/multirail/lab"
 	"github.com/multirail/multirail/lab/mpi"
+	"github.com/multirail/multirail/sched"
 )
 
 // Limits of a collective bench.
@@ -35,6 +38,12 @@ const (
 	MaxRounds = 20
 	// rdzvPort is where rank 0 of a multirail run meets the others.
 	rdzvPort = 29500
+	// DefaultRingDuration is how long iperf3-ring runs unless
+	// CollPlan.RingDuration says.
+	DefaultRingDuration = 10 * time.Second
+	// RingTest is the test of iperf3-ring's results: the ring runs once
+	// per round, not per test or size.
+	RingTest = "ring"
 )
 
 // CollTests are the tests a collective bench runs: those of `multirail
@@ -70,13 +79,17 @@ type CollPlan struct {
 	// interleaved within each round, so that a drifting machine shows as
 	// a range rather than as a difference between systems.
 	Rounds int
+	// RingDuration is how long iperf3-ring's flows run (whole seconds;
+	// 0: DefaultRingDuration).
+	RingDuration time.Duration
 	// Validate makes every system check every result against its closed
 	// form (untimed; `multirail osu --validate`, mrosu --validate,
 	// gloo_osu.py --validate): a wrong result fails the run.
 	Validate bool
 }
 
-// Runs is the number of mpirun invocations.
+// Runs is the number of runs: mpirun invocations, and iperf3-ring's once
+// per round.
 func (p CollPlan) Runs() int {
 	n := 0
 	for _, t := range p.Tests {
@@ -86,12 +99,29 @@ func (p CollPlan) Runs() int {
 			}
 		}
 	}
+	if slices.Contains(p.Systems, IperfRing) {
+		n++
+	}
 	return n * max(p.Rounds, 1)
 }
 
+// ringDuration is p.RingDuration or its default.
+func (p CollPlan) ringDuration() time.Duration {
+	if p.RingDuration > 0 {
+		return p.RingDuration
+	}
+	return DefaultRingDuration
+}
+
 // Applies reports whether system runs test: DDPTest only the torch
-// systems, the OSU tests every system.
-func Applies(system, test string) bool { return test != DDPTest || IsTorch(system) }
+// systems, the OSU tests every system but iperf3-ring (which runs once
+// per round, as RingTest).
+func Applies(system, test string) bool {
+	if system == IperfRing || test == RingTest {
+		return system == IperfRing && test == RingTest
+	}
+	return test != DDPTest || IsTorch(system)
+}
 
 // CollResult is one size of one test of one system in one round: OSU's
 // columns and the bus bandwidth. Fields that do not apply are 0: MBs is
@@ -112,6 +142,24 @@ type CollResult struct {
 	// Algo is the algorithm multirail chose ("" for Open MPI, which does
 	// not say).
 	Algo string `json:"algo,omitempty"`
+	// CPUSPerGB is the whole machine's busy CPU seconds (/proc/stat: user,
+	// nice, system, irq, softirq of every CPU) per GB (1e9 bytes) moved
+	// while this size ran, for the collectives but the barrier and for
+	// iperf3-ring; 0 where not measured. The bytes moved are the bus
+	// bytes of every rank: ranks x (Iters + Warmup) x BusBWBps/8 x AvgUs
+	// (each rank's share of the wire traffic of a bandwidth-optimal
+	// algorithm, what the bus bandwidth counts); for iperf3-ring what
+	// every flow's receiver got. The window is from the line that ended
+	// the previous size (or the program's header) to the line of this
+	// size, as the bench read them from mpirun: warm-up, timed calls and
+	// the barriers between them.
+	CPUSPerGB float64 `json:"cpu_s_per_gb,omitempty"`
+	// CPUSeconds and GBMoved are its terms.
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
+	GBMoved    float64 `json:"gb_moved,omitempty"`
+	// HostsBps is iperf3-ring's goodput per host (to the next host, its
+	// rails summed); BusBWBps is their mean.
+	HostsBps []float64 `json:"hosts_bps,omitempty"`
 	// Busy is the machine's busy CPU share (all CPUs; 0..1) while this
 	// size ran, where the program measured it (gloo_osu.py, ddp_bench.py:
 	// the timed steps); 0 if unknown.
@@ -124,6 +172,8 @@ type CollResult struct {
 	// the machine.
 	RanksBusy float64 `json:"ranks_busy,omitempty"`
 
+	// Warmup are the untimed calls before Iters (0 where the program did
+	// not say).
 	// DDPTest only (ddp_bench.py): Size is the gradients' bytes, AvgUs
 	// StepMs in us, Min/MaxUs rank 0's fastest and slowest step, Iters
 	// the timed steps and Warmup the steps before them. StepMs is the
@@ -206,6 +256,9 @@ type CollOptions struct {
 	Stderr io.Writer
 	// RunTimeout bounds one mpirun; 0 means 15 minutes.
 	RunTimeout time.Duration
+
+	// clock, when set, gets the time of every line of a run's stdout.
+	clock *lineClock
 }
 
 // RunColl builds the plan's cluster, runs every system on every test
@@ -278,7 +331,13 @@ func RunColl(ctx context.Context, o CollOptions, hooks CollHooks) (CollReport, e
 	total, n := p.Runs(), 0
 	var failed []string
 	for round := 1; round <= max(p.Rounds, 1); round++ {
-		for _, test := range p.Tests {
+		tests := p.Tests
+		if slices.Contains(p.Systems, IperfRing) {
+			// The ceiling first, on a machine no run has warmed yet
+			// differently from the others.
+			tests = append([]string{RingTest}, tests...)
+		}
+		for _, test := range tests {
 			for _, sys := range p.Systems {
 				if !Applies(sys, test) {
 					continue
@@ -287,17 +346,26 @@ func RunColl(ctx context.Context, o CollOptions, hooks CollHooks) (CollReport, e
 				if hooks.RunStarts != nil {
 					hooks.RunStarts(n, total, sys, test, round)
 				}
-				var res []CollResult
+				var (
+					res     []CollResult
+					ringWin window
+				)
+				ro := o
+				ro.clock = &lineClock{}
+				stop := sampleCPU(cpuEvery)
 				cpu0, cpuErr0 := lab.ReadCPU()
 				switch {
+				case sys == IperfRing:
+					res, ringWin, err = runRing(ctx, p, l)
 				case IsMPI(sys):
-					res, err = runOpenMPI(ctx, o, l, mrosu, sys, test)
+					res, err = runOpenMPI(ctx, ro, l, mrosu, sys, test)
 				case IsTorch(sys):
-					res, err = runGloo(ctx, o, l, gloo, tm, token, n, sys, test)
+					res, err = runGloo(ctx, ro, l, gloo, tm, token, n, sys, test)
 				default:
-					res, err = runMultirailOSU(ctx, o, l, token, n, sys, test)
+					res, err = runMultirailOSU(ctx, ro, l, token, n, sys, test)
 				}
 				cpu1, cpuErr1 := lab.ReadCPU()
+				samples := stop()
 				rep.Runs = append(rep.Runs, collRun(sys, test, round, cpu0, cpu1, errors.Join(cpuErr0, cpuErr1), err == nil))
 				_ = l.KillProcesses()
 				if ctx.Err() != nil {
@@ -310,6 +378,11 @@ func RunColl(ctx context.Context, o CollOptions, hooks CollHooks) (CollReport, e
 						hooks.RunFailed(sys, test, round, err)
 					}
 					continue
+				}
+				if sys != IperfRing {
+					addCPU(res, ro.clock.windows(resultLine(sys)), samples)
+				} else {
+					addRingCPU(res, ringWin, samples)
 				}
 				for i := range res {
 					res[i].System, res[i].Round = sys, round
@@ -330,7 +403,10 @@ func RunColl(ctx context.Context, o CollOptions, hooks CollHooks) (CollReport, e
 // collNotes says how each system was set up; torch is torch's version
 // (gloo), tm how the torch-multirail systems start.
 func collNotes(p CollPlan, torch string, tm TorchSetup) []string {
-	notes := []string{fmt.Sprintf("%d hosts, one rank each, all on this machine's CPUs (%d); tbf on both ends of every host NIC; one switch (bridge) per rail", p.Lab.Hosts, runtime.NumCPU())}
+	notes := []string{fmt.Sprintf("%d hosts, one rank each, all on this machine's CPUs (%d); tbf on both ends of every host NIC; one switch (bridge) per rail", p.Lab.Hosts, runtime.NumCPU()),
+		"CPU s/GB: the whole machine's busy CPU seconds (/proc/stat, sampled every 100 ms) per GB (1e9 B) of bus bytes moved, every rank's " +
+			"(ranks x calls with warm-up x busbw/8 x time per call; iperf3-ring: the bytes its receivers got), over each size's window " +
+			"(from the line that ended the previous size to its own, as read from mpirun); everything else the machine ran meanwhile counts too"}
 	if slices.Contains(p.Tests, DDPTest) {
 		steps, warmup := p.DDPSteps()
 		notes = append(notes, fmt.Sprintf("ddp: ddp_bench.py (lab/labbench) under the torch systems' start: DistributedDataParallel with default buckets (25 MiB, the first 1 MiB) "+
@@ -347,6 +423,11 @@ func collNotes(p CollPlan, torch string, tm TorchSetup) []string {
 			notes = append(notes, fmt.Sprintf("%s: torch.distributed %s, backend multirail (python/multirail over build/libmultirail.so; %s), the programs and the start of gloo "+
 				"(one torchrun per host, c10d rendezvous on host 0's control address, the same mpirun and rsh agent), %s; the backend meets through torch's store; "+
 				"rails from the hosts' NICs with MULTIRAIL_IFNAME=rail, MULTIRAIL_SCHED=qlearn, GOMAXPROCS left to the communicator", s, tm.Torch, tm.How, mode))
+		case s == IperfRing:
+			notes = append(notes, fmt.Sprintf("%s: every host sends to the next (the last to host 0) on every rail at once for %v, one iperf3 client per rail bound to the host's address on it, "+
+				"to an iperf3 server on the next host's; its bus bandwidth is the mean over the hosts of the goodput each sent (its rails summed, at the receivers), "+
+				"what a collective's bus bandwidth is compared with; it runs once per round, before the tests", s, p.ringDuration()))
+			continue
 		case s == OpenMPIDefault:
 			notes = append(notes, s+": mpirun, pml ob1, btl tcp,self on the rails' subnets, default weights, mpi_yield_when_idle 1, mrosu (lab/mpi/src/mrosu.c)")
 		case s == OpenMPIWeighted:
@@ -454,7 +535,7 @@ func parseMROSU(out []byte, program, test string, ranks int) ([]CollResult, erro
 			return nil, fmt.Errorf("%s %s: result %q is of %s with %d ranks, want %s with %d", program, test, strings.TrimSpace(line), r.Test, r.Ranks, test, ranks)
 		}
 		cr := CollResult{Test: r.Test, Size: r.Size, Ranks: r.Ranks, AvgUs: r.AvgUs, MinUs: r.MinUs, MaxUs: r.MaxUs,
-			BusBWBps: r.BusBWBps, MBs: r.MBs, Iters: r.Iters, Busy: busy[r.Size].machine, RanksBusy: busy[r.Size].ranks}
+			BusBWBps: r.BusBWBps, MBs: r.MBs, Iters: r.Iters, Warmup: r.Warmup, Busy: busy[r.Size].machine, RanksBusy: busy[r.Size].ranks}
 		if cr.MBs > 0 && cr.BusBWBps == 0 {
 			cr.BusBWBps = cr.MBs * 8e6
 		}
@@ -487,46 +568,136 @@ func runMultirailOSU(ctx context.Context, o CollOptions, l *lab.Lab, token strin
 		"MULTIRAIL_TOKEN=" + token, "MULTIRAIL_SCHED=" + scheduler} {
 		argv = append(argv, "-x", kv)
 	}
+	if scheduler == sched.NameWeighted {
+		// The true rates, as the two-host bench gives them.
+		argv = append(argv, "-x", comm.EnvRailRates+"="+railRates(o.Plan.Lab.Rates))
+	}
 	if IsPlaintext(sys) {
 		argv = append(argv, "-x", "MULTIRAIL_PLAINTEXT=1")
 	}
-	argv = append(argv, o.Exe, "osu", test, "--json", "--sizes", mpi.JoinSizes(o.Plan.Sizes),
+	// The text table, not --json: rank 0 prints each size's row as it is
+	// measured, which times the size's window for its CPU figure.
+	argv = append(argv, o.Exe, "osu", test, "--sizes", mpi.JoinSizes(o.Plan.Sizes),
 		"--iters", strconv.Itoa(o.Plan.Iters), "--warmup", strconv.Itoa(o.Plan.Warmup))
 	if o.Plan.Validate {
 		argv = append(argv, "--validate")
 	}
-	out, err := runMPIRun(ctx, o, hosts[0], argv)
+	stdout, stderr, err := execMPIRun(ctx, o, hosts[0], argv)
 	if err != nil {
 		return nil, err
 	}
-	i, k := bytes.IndexByte(out, '{'), bytes.LastIndexByte(out, '}')
-	if i < 0 || k < i {
-		return nil, fmt.Errorf("multirail osu %s printed no JSON: %s", test, lastLines(string(out), 8))
+	return parseOSUText(stdout, stderr, test, strings.Join(devs, ","), scheduler, o.Plan)
+}
+
+// railRates is MULTIRAIL_RAIL_RATES for the lab's rails: railK=RATE in
+// bits/s.
+func railRates(rates []float64) string {
+	parts := make([]string, len(rates))
+	for k, r := range rates {
+		parts[k] = lab.RailDev(k) + "=" + strconv.FormatFloat(r, 'f', -1, 64)
 	}
-	var js osu.Report // the JSON of `multirail osu --json`
-	if err := json.Unmarshal(out[i:k+1], &js); err != nil {
-		return nil, fmt.Errorf("multirail osu %s: %w: %s", test, err, lastLines(string(out), 8))
+	return strings.Join(parts, ",")
+}
+
+// parseOSUText reads the table `multirail osu TEST` prints on stdout (one
+// row per size; warm-up counts from plan as osu's defaults give them)
+// and checks, in the rail summary on stderr, that rank 0 reached every
+// other rank over exactly the rails wantRails with scheduler wantSched.
+func parseOSUText(stdout, stderr []byte, test, wantRails, wantSched string, plan CollPlan) ([]CollResult, error) {
+	t, ok := osu.Find(test)
+	if !ok {
+		return nil, fmt.Errorf("multirail osu %s: unknown test", test)
 	}
-	want := strings.Join(devs, ",")
-	for r := 1; r < len(js.RailNames); r++ {
-		if got := strings.Join(js.RailNames[r], ","); got != want {
-			return nil, fmt.Errorf("multirail osu %s: rails from rank 0 to rank %d are %s, want %s", test, r, got, want)
-		}
-	}
+	op := osu.Plan{Test: t, Iters: plan.Iters, Warmup: plan.Warmup}
+	ranks := 0
 	var res []CollResult
-	for _, r := range js.Results {
-		cr := CollResult{Test: test, Size: r.Size, Ranks: js.Ranks, AvgUs: r.AvgUs, MinUs: r.MinUs, MaxUs: r.MaxUs, Iters: r.Iterations, Algo: r.Algo}
-		if r.BusBWBps != nil {
-			cr.BusBWBps = *r.BusBWBps
+	for _, line := range strings.Split(string(stdout), "\n") {
+		line = strings.TrimSpace(line)
+		if rest, ok := strings.CutPrefix(line, "# ranks "); ok {
+			ranks, _ = strconv.Atoi(strings.TrimRight(strings.Fields(rest)[0], ","))
+			continue
 		}
-		if r.MBs != nil {
-			cr.MBs = *r.MBs
-			cr.BusBWBps = *r.MBs * 8e6
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
 		}
-		res = append(res, cr)
+		f := strings.Fields(line)
+		num := func(i int) float64 {
+			if i >= len(f) {
+				return math.NaN()
+			}
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				return math.NaN()
+			}
+			return v
+		}
+		var r CollResult
+		switch {
+		case t.Kind == osu.Latency && len(f) == 2:
+			r = CollResult{Size: int(num(0)), AvgUs: num(1)}
+		case (t.Kind == osu.BW || t.Kind == osu.BiBW) && len(f) == 2:
+			r = CollResult{Size: int(num(0)), MBs: num(1)}
+			if r.MBs > 0 {
+				r.AvgUs = float64(r.Size) / r.MBs // MB/s = bytes per us
+			}
+			r.BusBWBps = r.MBs * 8e6
+		case test == "barrier" && len(f) >= 4:
+			r = CollResult{AvgUs: num(0), MinUs: num(1), MaxUs: num(2), Iters: int(num(3))}
+			if len(f) > 4 {
+				r.Algo = f[4]
+			}
+		case len(f) >= 6:
+			r = CollResult{Size: int(num(0)), AvgUs: num(1), MinUs: num(2), MaxUs: num(3), Iters: int(num(4)), BusBWBps: num(5) * 1e6}
+			if len(f) > 6 {
+				r.Algo = f[6]
+			}
+		default:
+			return nil, fmt.Errorf("multirail osu %s: row %q is not one of its table", test, line)
+		}
+		if math.IsNaN(r.AvgUs) || math.IsNaN(r.MBs) || math.IsNaN(r.BusBWBps) || math.IsNaN(r.MinUs) || math.IsNaN(r.MaxUs) {
+			return nil, fmt.Errorf("multirail osu %s: row %q has a field that is not a number", test, line)
+		}
+		iters, warmup := op.ItersFor(r.Size)
+		if r.Iters == 0 {
+			r.Iters = iters
+		}
+		r.Test, r.Ranks, r.Warmup = test, ranks, warmup
+		res = append(res, r)
+	}
+	if len(res) == 0 || ranks == 0 {
+		return nil, fmt.Errorf("multirail osu %s printed no table: %s", test, lastLines(string(stdout)+string(stderr), 8))
+	}
+	peers := 0
+	for _, line := range strings.Split(string(stderr), "\n") {
+		m := railSummary.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		peers++
+		var names []string
+		for _, p := range railPart.FindAllStringSubmatch(m[4], -1) {
+			names = append(names, p[1])
+		}
+		if got := strings.Join(names, ","); got != wantRails {
+			return nil, fmt.Errorf("multirail osu %s: rails from rank 0 to rank %s are %s, want %s", test, m[1], got, wantRails)
+		}
+		if m[3] != wantSched {
+			return nil, fmt.Errorf("multirail osu %s: rank 0's connection to rank %s has scheduler %s, want %s", test, m[1], m[3], wantSched)
+		}
+	}
+	if peers != ranks-1 {
+		return nil, fmt.Errorf("multirail osu %s: rank 0's rail summary names %d peers, want %d: %s", test, peers, ranks-1, lastLines(string(stderr), 8))
 	}
 	return res, nil
 }
+
+// railSummary is a line of rank 0's rail summary on stderr ("#   to rank
+// 1 (mrch1, qlearn): rail0 1.2 MB (190.1 Mbit/s, ack 1.00 ms), rail1 ...");
+// railPart one rail in it.
+var (
+	railSummary = regexp.MustCompile(`^#\s+to rank (\d+) \(([^,]*), ([^)]*)\): (.*)$`)
+	railPart    = regexp.MustCompile(`(?:^|, )(\S+) [0-9.]+ (?:GB|MB|kB|B)\b`)
+)
 
 // runMPIRun runs argv (mpirun) inside host and returns its stdout.
 func runMPIRun(ctx context.Context, o CollOptions, host string, argv []string) ([]byte, error) {
@@ -545,6 +716,9 @@ func execMPIRun(ctx context.Context, o CollOptions, host string, argv []string) 
 	cmd.Env = append(os.Environ(), mpi.Env()...)
 	var out, errb bytes.Buffer
 	cmd.Stdout = &out
+	if o.clock != nil {
+		cmd.Stdout = io.MultiWriter(&out, o.clock)
+	}
 	cmd.Stderr = &errb
 	if o.Stderr != nil {
 		cmd.Stderr = io.MultiWriter(&errb, o.Stderr)

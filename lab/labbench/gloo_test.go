@@ -262,7 +262,7 @@ func TestParseMROSU(t *testing.T) {
 	out := "# gloo_osu: header\n# gloo_osu: busy 8 0.412 0.300\nMROSU allreduce 3 8 10.000 9.000 11.000 6400000.0 0.000 5 1\nsome noise\n" +
 		"# gloo_osu: busy 4096 -1.000 0.2\nMROSU allreduce 3 4096 100.000 90.000 110.000 1.0 0.000 5 1\n"
 	res, err := parseMROSU([]byte(out), "gloo_osu", "allreduce", 3)
-	if err != nil || len(res) != 2 || !reflect.DeepEqual(res[0], CollResult{Test: "allreduce", Size: 8, Ranks: 3, AvgUs: 10, MinUs: 9, MaxUs: 11, BusBWBps: 6.4e6, Iters: 5, Busy: 0.412, RanksBusy: 0.3}) ||
+	if err != nil || len(res) != 2 || !reflect.DeepEqual(res[0], CollResult{Test: "allreduce", Size: 8, Ranks: 3, AvgUs: 10, MinUs: 9, MaxUs: 11, BusBWBps: 6.4e6, Iters: 5, Warmup: 1, Busy: 0.412, RanksBusy: 0.3}) ||
 		res[1].Busy != 0 || res[1].RanksBusy != 0.2 {
 		t.Errorf("%+v, %v", res, err)
 	}

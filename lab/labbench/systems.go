@@ -30,6 +30,10 @@ const (
 	TorchMultirail          = "torch-multirail"
 	TorchMultirailPlaintext = TorchMultirail + PlaintextSuffix
 	MultirailPrefix         = "multirail-"
+	// IperfRing is the collective bench's ceiling in the same run: a ring
+	// of kernel TCP flows (iperf3) over the rails, every host sending to
+	// the next on every rail at once (lab.Ring).
+	IperfRing = "iperf3-ring"
 	// PlaintextSuffix after multirail-<sched> (collective bench only)
 	// runs `multirail osu` with MULTIRAIL_PLAINTEXT=1: frames in clear,
 	// as Gloo's and Open MPI's are.
@@ -83,8 +87,8 @@ func (e *UnavailableError) Unwrap() []error { return []error{ErrUnavailable, e.E
 
 // Allowed lists what Expand takes, for messages.
 func Allowed() string {
-	return fmt.Sprintf("%s, %s, %s, %s, %s, %s, %s, %s, %s, %s (these four: collective bench), %s, %s<sched>[%s] with sched one of %s (%s: collective bench)",
-		GroupAll, TCPPerRail, MPTCP, GroupOpenMPI, OpenMPIDefault, OpenMPIWeighted, GroupTorch, Gloo, TorchMultirail, TorchMultirailPlaintext,
+	return fmt.Sprintf("%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s (these five: collective bench), %s, %s<sched>[%s] with sched one of %s (%s: collective bench)",
+		GroupAll, TCPPerRail, MPTCP, GroupOpenMPI, OpenMPIDefault, OpenMPIWeighted, GroupTorch, Gloo, TorchMultirail, TorchMultirailPlaintext, IperfRing,
 		GroupMultirail, MultirailPrefix, PlaintextSuffix, strings.Join(sched.Names(), ", "), PlaintextSuffix)
 }
 
@@ -108,6 +112,9 @@ type ExpandOptions struct {
 	// Gloo, when set, says why gloo cannot run (nil if it can); Expand
 	// calls it once, and only when gloo is among the systems.
 	Gloo func() error
+	// Iperf3, when set, says why iperf3-ring cannot run (nil if it can);
+	// called once, only when it is among the systems.
+	Iperf3 func() error
 	// TorchMultirail, when set, says why torch-multirail (and its
 	// plaintext twin) cannot run (nil if it can); called once, only when
 	// one of them is among the systems.
@@ -138,11 +145,14 @@ func Expand(items []string, o ExpandOptions) ([]string, []Skip, error) {
 		case item == GroupAll:
 			out = append(out, TCPPerRail, MPTCP, OpenMPIDefault, OpenMPIWeighted)
 			if o.Coll {
-				out = append(out, Gloo, TorchMultirail)
+				out = append(out, IperfRing, Gloo, TorchMultirail)
 			}
 			out = append(out, multi()...)
 		case item == GroupTorch:
 			out = append(out, Gloo, TorchMultirail, TorchMultirailPlaintext)
+		case item == IperfRing:
+			out = append(out, item)
+			explicit[item] = true
 		case item == TorchMultirail || item == TorchMultirailPlaintext:
 			out = append(out, item)
 			explicit[item] = true
@@ -164,14 +174,19 @@ func Expand(items []string, o ExpandOptions) ([]string, []Skip, error) {
 	}
 	var systems []string
 	var skipped []Skip
-	var glooErr, torchErr error
-	glooChecked, torchChecked := false, false
+	var glooErr, torchErr, iperfErr error
+	glooChecked, torchChecked, iperfChecked := false, false, false
 	for _, s := range out {
 		if slices.Contains(systems, s) || slices.ContainsFunc(skipped, func(k Skip) bool { return k.System == s }) {
 			continue
 		}
 		var why error
 		switch {
+		case s == IperfRing && o.Iperf3 != nil:
+			if !iperfChecked {
+				iperfErr, iperfChecked = o.Iperf3(), true
+			}
+			why = iperfErr
 		case IsMPI(s):
 			why = o.MPI
 		case IsTorch(s) && o.MPI != nil:
@@ -238,7 +253,7 @@ func SchedOf(system string) string {
 // the torch systems and multirail-<sched>-plaintext (the two-host bench
 // runs plaintext with the global --plaintext).
 func IsCollOnly(system string) bool {
-	return IsTorch(system) || (IsMultirail(system) && IsPlaintext(system))
+	return IsTorch(system) || system == IperfRing || (IsMultirail(system) && IsPlaintext(system))
 }
 
 // Env is what a System measures on: the lab that is up and the plan.

@@ -41,10 +41,10 @@ func TestExpand(t *testing.T) {
 		// gloo and torch-multirail: all brings them in for the collective
 		// bench only; without torch, the backend or Open MPI they are
 		// skipped, or an error when named.
-		{systems: "all", scheds: []string{"qlearn"}, coll: true, want: []string{"tcp-per-rail", "mptcp", "openmpi-default", "openmpi-weighted", "gloo", "torch-multirail", "multirail-qlearn"}},
-		{systems: "all", scheds: []string{"qlearn"}, coll: true, glooErr: noTorch, want: []string{"tcp-per-rail", "mptcp", "openmpi-default", "openmpi-weighted", "torch-multirail", "multirail-qlearn"}, skipped: 1},
-		{systems: "all", scheds: []string{"qlearn"}, coll: true, torchErr: noBackend, want: []string{"tcp-per-rail", "mptcp", "openmpi-default", "openmpi-weighted", "gloo", "multirail-qlearn"}, skipped: 1},
-		{systems: "all", scheds: []string{"qlearn"}, coll: true, mpiErr: noMPI, want: []string{"tcp-per-rail", "mptcp", "multirail-qlearn"}, skipped: 4},
+		{systems: "all", scheds: []string{"qlearn"}, coll: true, want: []string{"tcp-per-rail", "mptcp", "openmpi-default", "openmpi-weighted", "iperf3-ring", "gloo", "torch-multirail", "multirail-qlearn"}},
+		{systems: "all", scheds: []string{"qlearn"}, coll: true, glooErr: noTorch, want: []string{"tcp-per-rail", "mptcp", "openmpi-default", "openmpi-weighted", "iperf3-ring", "torch-multirail", "multirail-qlearn"}, skipped: 1},
+		{systems: "all", scheds: []string{"qlearn"}, coll: true, torchErr: noBackend, want: []string{"tcp-per-rail", "mptcp", "openmpi-default", "openmpi-weighted", "iperf3-ring", "gloo", "multirail-qlearn"}, skipped: 1},
+		{systems: "all", scheds: []string{"qlearn"}, coll: true, mpiErr: noMPI, want: []string{"tcp-per-rail", "mptcp", "iperf3-ring", "multirail-qlearn"}, skipped: 4},
 		{systems: "torch", scheds: all, coll: true, want: []string{"gloo", "torch-multirail", "torch-multirail-plaintext"}},
 		{systems: "torch", scheds: all, coll: true, torchErr: noBackend, want: []string{"gloo"}, skipped: 2},
 		{systems: "torch-multirail-plaintext,multirail-qlearn-plaintext,multirail-qlearn", scheds: all, coll: true,

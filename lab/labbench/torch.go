@@ -306,13 +306,16 @@ func ddpFailure(stderr string) string {
 // of all CPUs while one size ran.
 type busyShares struct{ machine, ranks float64 }
 
+// busyPrefix begins gloo_osu.py's per-size busy line.
+const busyPrefix = "# gloo_osu: busy "
+
 // parseBusy reads gloo_osu.py's lines "# gloo_osu: busy SIZE SHARE RANKS"
 // in out: the machine's busy CPU share and the ranks' by size (negative
 // shares, unknown, are 0).
 func parseBusy(out []byte) map[int]busyShares {
 	m := map[int]busyShares{}
 	for _, line := range strings.Split(string(out), "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "# gloo_osu: busy ")
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), busyPrefix)
 		if !ok {
 			continue
 		}
