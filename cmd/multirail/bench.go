@@ -240,7 +240,7 @@ runs every scheduler once per interval, e.g. --dispatch 0,10ms,100ms.`,
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "how long each scheduler sends")
 	fl.StringVar(&f.load, "load", "", "background load steps RAIL:FRACTION@T, comma-separated")
 	fl.StringVar(&f.baseline, "baseline", "", "also measure one stream over the same kind of path, in slices taken in turns with each run: plain TCP (tcp) or TLS 1.3 over TCP (tls, crypto/tls)")
-	fl.StringVar(&f.segment, "segment", "", "segment size (default 64KiB)")
+	fl.StringVar(&f.segment, "segment", "", "segment size (default 16KiB with frames of 64KiB; a size given is also the frame size)")
 	fl.IntVar(&f.queue, "queue", 0, "per-rail send-queue depth in segments (default 16)")
 	fl.IntVar(&f.window, "window", 0, "concurrent sends in flight (0 = auto: 8 MiB worth, 4..256)")
 	fl.StringVar(&f.schedOpt, "sched-opt", "", "constants of the learning schedulers as key=value,... (e.g. k=16,beta=0.2,epsilon=0.05; see docs/scheduler.md)")
