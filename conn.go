@@ -71,8 +71,8 @@ type Conn struct {
 
 	// Lock order: a rail's rdMu, then that rail's wmu, then mu, then rmu
 	// (nothing holding mu or rmu waits for a rail's locks; mu and rmu are
-	// never held together today). errMu and the pokeMus are taken last and
-	// nothing is locked while they are held. Holding a lock never waits on
+	// never held together today). errMu, the pokeMus and the arrMus are
+	// taken last and nothing is locked while they are held. Holding a lock never waits on
 	// a channel that a holder of the same lock must close.
 	mu            sync.Mutex
 	shutting      bool // shutdown has begun: no rail may be attached any more

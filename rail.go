@@ -65,6 +65,10 @@ type rail struct {
 
 	// receive side and counters
 	received atomic.Uint64 // DATA frames received on this rail
+	// arrMu makes received and arrived one pair for the ACK: the reader
+	// changes both under it, the writer reads both under it (a leaf).
+	arrMu    sync.Mutex
+	arrived  int64 // c.now() when the received-th DATA frame had been read whole
 	bytesOut atomic.Uint64
 	segsOut  atomic.Uint64
 	bytesIn  atomic.Uint64

@@ -254,7 +254,7 @@ func (c *Conn) readFrame(r *rail) error {
 	}
 	switch h.Type {
 	case wire.TypeData:
-		return c.readData(r, h, lim)
+		return c.readData(r, h, lim, now)
 	case wire.TypeAck:
 		if err := c.readRecord(r, rs.body[:h.Len], false); err != nil {
 			return c.readFail(r, err)
@@ -300,9 +300,9 @@ func (c *Conn) readFrame(r *rail) error {
 	return nil
 }
 
-// readData reads the rest of a DATA frame into its message and decides
-// when to acknowledge.
-func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits) error {
+// readData reads the rest of a DATA frame, whose header arrived at now,
+// into its message and decides when to acknowledge.
+func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits, now int64) error {
 	rs := &r.rs
 	if err := c.readRecord(r, rs.hb[wire.HeaderSize:], false); err != nil {
 		return c.readFail(r, err)
@@ -360,7 +360,16 @@ func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits) error {
 	}
 	r.br.LookAhead(int(d.Len))
 	r.segsIn.Add(1)
+	// The frame's arrival time for the ACK (docs/wire.md, "ACK"): now, once
+	// the whole frame is read. A short payload arrives with its header (a
+	// clock reading saved per small frame); a long one is timed again.
+	if d.Len >= arrivalReread {
+		now = c.now()
+	}
+	r.arrMu.Lock()
+	r.arrived = now
 	r.received.Add(1)
+	r.arrMu.Unlock()
 	eager := d.Flags&wire.FlagEager != 0
 	// A frame of several frames' worth (more than DefaultFrameSize and
 	// more than a segment) comes from a fast rail (the sender spans only
@@ -395,6 +404,10 @@ func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits) error {
 	return nil
 }
 
+// arrivalReread is the payload size from which a DATA frame's arrival is
+// timed after its payload rather than at its header.
+const arrivalReread = 4 << 10
+
 // discardChunk is the size of the buffer duplicates are read through.
 const discardChunk = 16 << 10
 
@@ -426,7 +439,7 @@ func (c *Conn) ack(r *rail, a wire.Ack, now int64) error {
 			c.fillStates()
 		}
 		r.ackNow = now
-		bytes, err := r.core.AckTo(now, a.Received, r.onAck)
+		bytes, err := r.core.AckArrived(now, a.Received, a.Arrived, r.onAck)
 		if err != nil {
 			return fmt.Errorf("%w: rail %s: %v", ErrProtocol, r.name, err)
 		}

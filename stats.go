@@ -30,10 +30,22 @@ type RailStats struct {
 	// RateBps is the rail's delivery rate, bits/s, measured from
 	// acknowledged bytes while the rail had a backlog; 0 until measured.
 	RateBps float64
+	// ArrivalRateBps is the same measured over the times the peer says
+	// the bytes arrived (wire version 5), which the way back does not
+	// distort (ACKs wait there behind the peer's own data), and counted
+	// only while the bytes queued on the way out; 0 until measured.
+	// Nothing decides by it yet.
+	ArrivalRateBps float64
 	// AckDelay is the smoothed time from a segment's write to the peer's
 	// acknowledgement of it (which travels back on the same rail, behind
 	// whatever the peer sends there); 0 until measured.
 	AckDelay time.Duration
+	// ForwardDelay is the smoothed one-way delay of the rail's segments
+	// (from their write to their arrival at the peer, the way back not
+	// included) above the smallest seen in the last 10-20 s: how long
+	// they queue in this side's kernel, the qdiscs and the network beyond
+	// the rail's base delay; 0 until measured.
+	ForwardDelay time.Duration
 	// Errors counts failures seen on the rail.
 	Errors uint64
 	// ErrorsByReason splits Errors by ErrorReasons, in that order.
@@ -159,7 +171,8 @@ func (c *Conn) Stats() Stats {
 			BytesSent: r.bytesOut.Load(), SegmentsSent: r.segsOut.Load(),
 			BytesReceived: r.bytesIn.Load(), SegmentsReceived: r.segsIn.Load(),
 			Queued: r.core.Len(), QueuedBytes: r.core.QueuedBytes(), InFlight: r.core.InFlight(),
-			LastWait: time.Duration(r.core.LastWait()), RateBps: r.core.Rate(), AckDelay: time.Duration(r.core.AckDelay()), Errors: r.errs.Load(), ErrorsByReason: r.errReasons(), Rejoins: r.rejoins, Resent: r.resent, Moved: r.stolen,
+			LastWait: time.Duration(r.core.LastWait()), RateBps: r.core.Rate(), ArrivalRateBps: r.core.ArrivalRate(),
+			AckDelay: time.Duration(r.core.AckDelay()), ForwardDelay: time.Duration(r.core.ForwardDelay()), Errors: r.errs.Load(), ErrorsByReason: r.errReasons(), Rejoins: r.rejoins, Resent: r.resent, Moved: r.stolen,
 			Level: -1,
 		}
 		if r.lastErr != nil {

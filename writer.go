@@ -102,9 +102,15 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 	c.rmu.Lock()
 	credit := c.re.Granted()
 	c.rmu.Unlock()
-	if got := r.received.Load(); got != w.ackSent || credit != w.creditOut {
+	r.arrMu.Lock()
+	got, arrived := r.received.Load(), r.arrived
+	r.arrMu.Unlock()
+	if got == 0 {
+		arrived = 0 // a new connection (rejoin): nothing arrived on it yet
+	}
+	if got != w.ackSent || credit != w.creditOut {
 		w.ackSent, w.creditOut = got, credit
-		w.ctl = wire.AppendAck(w.ctl, wire.Ack{Received: got, Credit: credit})
+		w.ctl = wire.AppendAck(w.ctl, wire.Ack{Received: got, Credit: credit, Arrived: arrived})
 		r.ackedOut.Store(got)
 		r.creditDue.Store(false)
 	}

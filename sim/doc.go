@@ -34,8 +34,8 @@
 // byte arrives.
 //
 // RailState.RateBps is an estimate, measured as the live transport does:
-// bytes transmitted over at least RateWindow while the rail stayed busy,
-// smoothed, and 0 until the first such sample. RailState.NominalBps is
+// bytes transmitted over at least RateWindow of their arrival times while
+// the rail stayed busy, smoothed, and 0 until the first such sample. RailState.NominalBps is
 // the rail's configured rate only when Scenario.KnownBandwidths is set.
 //
 // Traffic is bulk (a window of back-to-back messages), mixed (weighted

@@ -566,8 +566,9 @@ func (s *Sim) txDone(ri int32) {
 	si := rl.cur
 	// The segment's transmission ended: for the rail's sender core that is
 	// its acknowledgement (the simulator has no sender-side socket buffer),
-	// which feeds the drain-rate estimate.
-	_, _ = rl.core.AckTo(s.now, rl.core.Acked()+1, nil)
+	// which feeds the drain-rate estimate. It says, as the transport's ACKs
+	// do, when the segment arrives at the peer: one delay from now.
+	_, _ = rl.core.AckArrived(s.now, rl.core.Acked()+1, s.now+rl.delay, nil)
 	rl.core.Fill(&L.states[rl.local])
 	s.schedule(s.now+rl.delay, evArrive, si)
 	L.busy--

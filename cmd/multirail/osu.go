@@ -369,7 +369,8 @@ func printOSURow(w io.Writer, p osuPlan, r osu.Result) {
 
 // printRailSummary tells, on stderr, how many bytes rank 0 sent on each
 // rail to each peer (every rail of a pair should carry some) and, once
-// measured, the rail's delivery rate and acknowledgement delay.
+// measured, the rail's delivery rate (timed by the ACKs, and by the
+// peer's arrival times), acknowledgement delay and forward delay.
 func printRailSummary(w io.Writer, st comm.Stats) {
 	fmt.Fprintf(w, "# bytes rank %d sent per rail:\n", st.Rank)
 	for _, ps := range st.Peers {
@@ -380,7 +381,8 @@ func printRailSummary(w io.Writer, st comm.Stats) {
 		for _, rs := range ps.Conn.Rails {
 			part := fmt.Sprintf("%s %s", rs.Name, osuBytes(rs.BytesSent))
 			if rs.RateBps > 0 {
-				part += fmt.Sprintf(" (%.1f Mbit/s, ack %.2f ms)", rs.RateBps/1e6, float64(rs.AckDelay)/1e6)
+				part += fmt.Sprintf(" (%.1f Mbit/s, by arrivals %.1f, ack %.2f ms, fwd %.2f ms)",
+					rs.RateBps/1e6, rs.ArrivalRateBps/1e6, float64(rs.AckDelay)/1e6, float64(rs.ForwardDelay)/1e6)
 			}
 			parts = append(parts, part)
 		}

@@ -8,7 +8,11 @@
 // through sched.RailState: the drain rate (bytes acknowledged over windows
 // of at least Config.RateWindow while the rail had a backlog, smoothed with
 // weight RateGain), the smoothed ACK delay, the last queue wait, and the
-// stall test. Credit is the peer's flow-control window.
+// stall test. When the acknowledgements carry the peer's arrival times
+// (AckArrived), it also keeps the drain rate timed by them (ArrivalRate),
+// which a queue on the way back does not distort, and the forward delay
+// (one way, above its recent minimum). Credit is the peer's flow-control
+// window.
 //
 // Everything here is decision logic: time is passed in (nanoseconds on
 // the caller's clock), there are no locks, goroutines or I/O. The live

@@ -1,6 +1,7 @@
 package sender
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -20,12 +21,20 @@ const (
 const (
 	// RateGain is the weight of a new drain-rate sample.
 	RateGain = 0.25
-	// AckDelayGain is the weight of a new ACK-delay sample.
+	// AckDelayGain is the weight of a new ACK-delay sample, and of a new
+	// forward-delay sample.
 	AckDelayGain = 0.125
 )
 
+// FwdWindow is how long the smallest one-way delay seen stays the base of
+// the forward delay (ForwardDelay): between one and two FwdWindows. A
+// window rather than the smallest ever, so that a drift between the two
+// ends' clocks or a longer path does not leave the base behind.
+const FwdWindow = 10 * time.Second
+
 // ErrAckRange means an acknowledgement named more segments than are in
-// flight, or fewer than were acknowledged before.
+// flight, or fewer than were acknowledged before, or (AckArrived) an
+// arrival time before the one of an earlier acknowledgement.
 var ErrAckRange = errors.New("sender: acknowledgement out of range")
 
 // Config configures a Rail. The zero value of every field means its
@@ -105,15 +114,72 @@ type Rail[T any] struct {
 	lastWait   int64
 	backlog    bool  // the queue is not empty or the pipe is full
 	busySince  int64 // since when backlog has held (valid while backlog)
+	queuing    bool  // the queue is not empty
+	queueFrom  int64 // since when queuing has held (valid while queuing)
 	progressAt int64 // last acknowledgement progress, or when the flight began
 	ackDelay   float64
 
 	delivered int64 // bytes acknowledged, in total
 	lastAck   int64 // the last acknowledgement progress, or when the flight began
-	accBytes  int64 // bytes acknowledged over drain intervals, not yet sampled
-	accTime   int64 // the length of those intervals
+	acc       rateAcc
 	rate      float64
 	rateAt    int64 // when rate last took a sample
+	// The same estimate timed by the peer's arrival times (AckArrived).
+	arrAcc  rateAcc
+	arrRate float64
+
+	lastArr  int64 // the peer's arrival time of the last acknowledgement (AckArrived)
+	arrFresh bool  // no acknowledgement with an arrival time since the flight began
+	fwdMin   winMin
+	fwd      float64
+}
+
+// rateAcc accumulates drain intervals into samples of at least the rate
+// window.
+type rateAcc struct {
+	bytes, time int64
+}
+
+// add counts bytes acknowledged over an interval of dt ns if the rail was
+// draining all along, and when the intervals reach window moves the
+// moving average *rate by their sample. It reports whether it did.
+func (a *rateAcc) add(rate *float64, dt int64, bytes int, draining bool, window int64) bool {
+	if !draining || dt <= 0 {
+		return false
+	}
+	a.bytes += int64(bytes)
+	a.time += dt
+	if a.time < window {
+		return false
+	}
+	sample := float64(a.bytes) * 8 / (float64(a.time) / 1e9)
+	a.bytes, a.time = 0, 0
+	if *rate == 0 {
+		*rate = sample
+	} else {
+		*rate += RateGain * (sample - *rate)
+	}
+	return true
+}
+
+// winMin is the smallest of the values seen in the current FwdWindow and
+// the one before.
+type winMin struct {
+	cur, prev, epoch int64
+	set              bool
+}
+
+// add takes value v at now and returns the minimum.
+func (m *winMin) add(now, v int64) int64 {
+	switch {
+	case !m.set:
+		m.cur, m.prev, m.epoch, m.set = v, v, now, true
+	case now-m.epoch >= int64(FwdWindow):
+		m.prev, m.cur, m.epoch = m.cur, v, now
+	default:
+		m.cur = min(m.cur, v)
+	}
+	return min(m.cur, m.prev)
 }
 
 // New returns an empty Rail, or an error naming the Config field that is
@@ -143,8 +209,27 @@ func (r *Rail[T]) InFlightBytes() int64 { return r.flying }
 // Acked is the number of segments acknowledged since the last Restart.
 func (r *Rail[T]) Acked() uint64 { return r.acked }
 
-// Rate is the drain-rate estimate in bits/s, 0 before the first sample.
+// Rate is the drain-rate estimate in bits/s, 0 before the first sample:
+// bytes acknowledged over the intervals between the ACKs' arrivals here
+// (see AckTo).
 func (r *Rail[T]) Rate() float64 { return r.rate }
+
+// ArrivalRate is the drain-rate estimate timed by the peer's arrival
+// times (AckArrived), in bits/s, 0 before the first sample (and always
+// with AckTo). The ACKs' arrivals here wait behind whatever shares the way
+// back (the peer's own data, in the same queues); the arrival times they
+// carry do not. Nothing decides by it yet: Rate is what Fill and Lane
+// report.
+func (r *Rail[T]) ArrivalRate() float64 { return r.arrRate }
+
+// ForwardDelay is the smoothed one-way delay of the acknowledged segments
+// above the smallest seen lately (FwdWindow), in ns, 0 before the first
+// sample: how long the rail's segments queue between Take and their
+// arrival at the peer (in the sender's kernel, the qdiscs and the network)
+// beyond the rail's base delay. The way back does not count: the delay is
+// the peer's arrival time less the segment's Sent, the two clocks' offset
+// cancelled by the minimum. With AckTo it is the round trip's instead.
+func (r *Rail[T]) ForwardDelay() float64 { return r.fwd }
 
 // AckDelay is the smoothed time from Take to acknowledgement in ns, 0
 // before the first sample.
@@ -164,7 +249,12 @@ func (r *Rail[T]) SetPipe(now, bytes int64) {
 
 // updateBacklog records whether the rail has a backlog from now on.
 func (r *Rail[T]) updateBacklog(now int64) {
-	b := r.queue.Len() > 0 || r.flying >= r.pipe
+	q := r.queue.Len() > 0
+	if q && !r.queuing {
+		r.queueFrom = now
+	}
+	r.queuing = q
+	b := q || r.flying >= r.pipe
 	if b && !r.backlog {
 		r.busySince = now
 	}
@@ -230,6 +320,7 @@ func (r *Rail[T]) Take(now int64) Entry[T] {
 	}
 	if r.inflight.Len() == 0 {
 		r.progressAt, r.lastAck = now, now // the rail's ACK clock starts with this segment
+		r.arrFresh = true
 	}
 	e.Sent = now
 	r.lastWait = now - e.Enq
@@ -243,24 +334,48 @@ func (r *Rail[T]) Take(now int64) Entry[T] {
 // number of segments the peer has received since the last Restart. Each
 // newly acknowledged segment is passed to each (if not nil), oldest first.
 // The ACK delay is sampled from the last of them and the drain rate from
-// the bytes they carried. It returns those bytes, or ErrAckRange (and
+// the bytes they carried, over the interval since the previous
+// acknowledgement here (see observe; AckArrived times it by the peer's
+// arrival times instead). It returns those bytes, or ErrAckRange (and
 // changes nothing) when received is below Acked or beyond what is in
-// flight.
+// flight. Use AckTo or AckArrived on a connection, not both (Restart
+// starts a new one).
 func (r *Rail[T]) AckTo(now int64, received uint64, each func(Entry[T])) (int, error) {
+	return r.ack(now, received, 0, false, each)
+}
+
+// AckArrived is AckTo for an acknowledgement that says when the last of
+// the received segments arrived at the peer: arrived, in ns on the peer's
+// clock (any origin, fixed for the connection). The drain rate is then
+// timed by the arrival times, which the way back does not disturb (an
+// acknowledgement that waits behind the peer's own data still carries the
+// time its segments arrived), and the one-way delay arrived - Sent feeds
+// ForwardDelay. Arrival times must not go back: ErrAckRange otherwise. An
+// acknowledgement of nothing new is not checked (its time is the one
+// before, or 0 before the first segment).
+func (r *Rail[T]) AckArrived(now int64, received uint64, arrived int64, each func(Entry[T])) (int, error) {
+	return r.ack(now, received, arrived, true, each)
+}
+
+func (r *Rail[T]) ack(now int64, received uint64, arrived int64, stamped bool, each func(Entry[T])) (int, error) {
 	if received < r.acked || received-r.acked > uint64(r.inflight.Len()) {
 		return 0, fmt.Errorf("%w: %d segments acknowledged, %d sent", ErrAckRange, received, r.acked+uint64(r.inflight.Len()))
 	}
 	if received == r.acked {
 		return 0, nil
 	}
+	if stamped && r.fwdMin.set && arrived < r.lastArr {
+		return 0, fmt.Errorf("%w: arrival time %d before the last one, %d", ErrAckRange, arrived, r.lastArr)
+	}
 	prev := r.lastAck
 	wasBusy := r.backlog && r.busySince <= prev
 	r.progressAt, r.lastAck = now, now
 	bytes := 0
 	var sent int64 // when the newest segment acknowledged was taken
+	size := 0      // and its size
 	for r.acked < received {
 		e := r.inflight.Pop()
-		sent = e.Sent
+		sent, size = e.Sent, e.Size
 		r.acked++
 		r.flying -= int64(e.Size)
 		bytes += e.Size
@@ -276,37 +391,63 @@ func (r *Rail[T]) AckTo(now int64, received uint64, each func(Entry[T])) (int, e
 			each(e)
 		}
 	}
-	r.observe(now, prev, bytes, wasBusy || sent < prev)
+	r.delivered += int64(bytes)
+	win := int64(r.cfg.RateWindow)
+	// The interval since the previous acknowledgement (prev) counts when
+	// the rail was draining all along: it had a backlog since before
+	// prev, or the newest segment acknowledged was taken before prev (it
+	// waited behind the segments acknowledged then: a planned share
+	// handed over at once drains so, without the rail ever holding a
+	// backlog). Otherwise the interval measured the offered load, not the
+	// rail. Intervals accumulate into a sample of at least RateWindow.
+	if r.acc.add(&r.rate, now-prev, bytes, wasBusy || sent < prev, win) {
+		r.rateAt = now
+	}
+	if !stamped {
+		r.forward(now, now-sent)
+	} else {
+		base := r.forward(now, arrived-sent)
+		if !r.arrFresh {
+			// The interval since the previous arrival counts if the rail
+			// was draining all along. The tests above are no good once
+			// the ACKs take long to come back (a long way back, or one
+			// behind the peer's own data): bytes in flight then include
+			// those that arrived long ago, and everything sent before a
+			// late ACK looks queued. So: the queue was never empty since
+			// the previous ACK; or the newest segment was handed over no
+			// later than the previous one arrived, less the base one-way
+			// delay, give or take its own transmission time at the
+			// arrival-timed rate or the nominal one (it waited behind
+			// that one, and so did those before it; not at Rate, which
+			// such late ACKs may have lowered: a lower rate would let
+			// idle gaps pass). The first acknowledgement of a flight only
+			// starts the intervals.
+			tol := int64(0)
+			if rate := cmp.Or(r.arrRate, r.cfg.Nominal); rate > 0 {
+				tol = int64(float64(size) * 8 / rate * 1e9)
+			}
+			draining := r.queueSince(prev) || sent+base <= r.lastArr+tol
+			r.arrAcc.add(&r.arrRate, arrived-r.lastArr, bytes, draining, win)
+		}
+		r.lastArr, r.arrFresh = arrived, false
+	}
 	r.updateBacklog(now)
 	return bytes, nil
 }
 
-// observe updates the drain-rate estimate after bytes were acknowledged
-// at now, the previous acknowledgement having come at prev. The interval
-// counts when the rail was draining all along: it had a backlog since
-// before prev, or the newest segment acknowledged was taken before prev
-// (it waited behind the segments acknowledged then: a planned share
-// handed over at once drains so, without the rail ever holding a
-// backlog). Otherwise the interval measured the offered load, not the
-// rail. Intervals accumulate into a sample of at least RateWindow.
-func (r *Rail[T]) observe(now, prev int64, bytes int, draining bool) {
-	r.delivered += int64(bytes)
-	if !draining || now <= prev {
-		return
-	}
-	r.accBytes += int64(bytes)
-	r.accTime += now - prev
-	if r.accTime < int64(r.cfg.RateWindow) {
-		return
-	}
-	sample := float64(r.accBytes) * 8 / (float64(r.accTime) / 1e9)
-	r.accBytes, r.accTime = 0, 0
-	r.rateAt = now
-	if r.rate == 0 {
-		r.rate = sample
-	} else {
-		r.rate += RateGain * (sample - r.rate)
-	}
+// queueSince reports whether the queue has not been empty since t or
+// earlier.
+func (r *Rail[T]) queueSince(t int64) bool { return r.queuing && r.queueFrom <= t }
+
+// forward takes a one-way delay sample d (the peer's arrival time less
+// Sent, the clocks' offset included) at now and returns the base: the
+// smallest of the last one or two FwdWindows, this sample included.
+func (r *Rail[T]) forward(now, d int64) int64 {
+	base := r.fwdMin.add(now, d)
+	// The first sample is the base itself (0), so the average may start
+	// from 0.
+	r.fwd += AckDelayGain * (float64(d-base) - r.fwd)
+	return base
 }
 
 // StallLimit is how long the rail may go without acknowledgement progress
@@ -344,19 +485,20 @@ func (r *Rail[T]) Drain(dst []Entry[T]) []Entry[T] {
 	dst = r.inflight.Drain(dst)
 	dst = r.queue.Drain(dst)
 	r.queued, r.flying, r.release = 0, 0, 0
-	r.backlog = false
+	r.backlog, r.queuing = false, false
 	return dst
 }
 
 // Restart starts a new connection of the rail at time now: what was
-// measured of the old one (acknowledged count, rate, ACK delay, last wait)
-// is forgotten and the pipe set to pipe bytes. The queue is kept.
+// measured of the old one (acknowledged count, rates, ACK delay, forward
+// delay, last wait) is forgotten and the pipe set to pipe bytes. The queue is kept.
 func (r *Rail[T]) Restart(now, pipe int64) {
 	r.acked = 0
-	r.rate, r.accBytes, r.accTime = 0, 0, 0
+	r.rate, r.acc, r.arrRate, r.arrAcc = 0, rateAcc{}, 0, rateAcc{}
+	r.lastArr, r.fwdMin, r.fwd = 0, winMin{}, 0
 	r.lastWait, r.ackDelay, r.progressAt = 0, 0, now
 	r.pipe = max(pipe, 1)
-	r.backlog = false
+	r.backlog, r.queuing = false, false
 	r.updateBacklog(now)
 }
 

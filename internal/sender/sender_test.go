@@ -252,6 +252,16 @@ func TestRailModel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Acknowledgements with or without arrival times (on a clock
+		// offset from ours).
+		stamped := rapid.Bool().Draw(t, "stamped")
+		offset := rapid.Int64Range(-1<<60, 1<<60).Draw(t, "offset")
+		ack := func(now int64, received uint64, each func(Entry[int])) (int, error) {
+			if stamped {
+				return r.AckArrived(now, received, now+offset, each)
+			}
+			return r.AckTo(now, received, each)
+		}
 		type seg struct{ id, size int }
 		var queue, flight []seg
 		release, acked, next := 0, uint64(0), 0
@@ -284,7 +294,7 @@ func TestRailModel(t *testing.T) {
 			"ack": func(t *rapid.T) {
 				n := rapid.IntRange(0, len(flight)+1).Draw(t, "n")
 				var got []int
-				_, err := r.AckTo(now, acked+uint64(n), func(e Entry[int]) { got = append(got, e.Seg) })
+				_, err := ack(now, acked+uint64(n), func(e Entry[int]) { got = append(got, e.Seg) })
 				if n > len(flight) {
 					if !errors.Is(err, ErrAckRange) {
 						t.Fatalf("ack of %d with %d in flight: %v", n, len(flight), err)
@@ -350,6 +360,12 @@ func TestRailModel(t *testing.T) {
 					t.Fatalf("full %v with %d of %d", r.Full(), len(queue), depth)
 				case r.Rate() < 0 || math.IsNaN(r.Rate()) || math.IsInf(r.Rate(), 0):
 					t.Fatalf("rate %v", r.Rate())
+				case r.ArrivalRate() < 0 || math.IsNaN(r.ArrivalRate()) || math.IsInf(r.ArrivalRate(), 0):
+					t.Fatalf("arrival-timed rate %v", r.ArrivalRate())
+				case !stamped && r.ArrivalRate() != 0:
+					t.Fatalf("arrival-timed rate %v without arrival times", r.ArrivalRate())
+				case !(r.ForwardDelay() >= 0) || math.IsInf(r.ForwardDelay(), 0):
+					t.Fatalf("forward delay %v", r.ForwardDelay())
 				}
 			},
 		})

@@ -160,7 +160,8 @@ func fuzzSeeds() [][]byte {
 		dataFrame(Data{Session: 1, Message: 1, Tag: 2, Total: 3000, Offset: testSeg}, payload(testSeg)),
 		dataFrame(crcData(Data{Session: 1, Message: 1, Tag: 2, Total: 3000, Offset: 2 * testSeg}, p), p),
 		dataFrame(Data{Session: 1, Message: 2, Total: 0}, nil),
-		AppendAck(nil, Ack{Received: 3, Credit: 1 << 20}),
+		AppendAck(nil, Ack{Received: 3, Credit: 1 << 20, Arrived: 25_000_000}),
+		append(hdr(TypeAck, 0, 0, 0, 16), make([]byte, 16)...), // version 4's ACK
 		AppendGoAway(nil, GoAwayClose),
 		AppendPing(nil),
 		stream,
@@ -236,7 +237,8 @@ func FuzzParseHelloPrefix(f *testing.F) {
 	f.Add(good)
 	f.Add(helloFrame(Hello{Version: Version, Flags: HelloJoin | HelloPlaintext, Rails: 1, SegmentSize: MinSegmentSize})[HeaderSize:])
 	f.Add(mutate(good, func(b []byte) { b[4] = 3 })[:64])
-	f.Add([]byte("MRLY\x05"))
+	f.Add([]byte("MRLY\x06"))
+	f.Add(mutate(good, func(b []byte) { b[4] = 4 })) // version 4: ACKs without arrival times
 	f.Add(good[:HelloPrefixSize])
 	f.Add(mutate(good, func(b []byte) { b[5] = HelloJoin | HelloRejoin }))
 	f.Add(mutate(good, func(b []byte) { b[7] = 1 }))

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 )
 
 // Version is the protocol version this package speaks.
-const Version = 4
+const Version = 5
 
 // Magic opens every HELLO body: it lets a server tell a multirail peer from
 // anything else that connects to its port.
@@ -53,7 +54,7 @@ const (
 	AuthSize      = TagSize
 	WelcomeSize   = TagSize
 	DataFixedSize = 8 + 8 + 4 + 4 + 8 + 8 // 40
-	AckSize       = 8 + 8                 // 16
+	AckSize       = 8 + 8 + 8             // 24
 	GoAwaySize    = 2
 	MaxReason     = 256
 	// MaxControlBody bounds the body of every frame that is not DATA.
@@ -469,8 +470,9 @@ func ParseData(h Header, fixed []byte, lim Limits) (Data, error) {
 	return d, nil
 }
 
-// Ack acknowledges DATA frames received on the rail it travels back on, and
-// grants flow-control credit for the whole connection.
+// Ack acknowledges DATA frames received on the rail it travels back on,
+// says when the last of them arrived, and grants flow-control credit for
+// the whole connection.
 type Ack struct {
 	// Received is the number of DATA frames received on this rail so far
 	// (cumulative).
@@ -479,21 +481,34 @@ type Ack struct {
 	// granted since the session began (cumulative, includes the initial
 	// window).
 	Credit uint64
+	// Arrived is when the Received-th DATA frame had been read whole, in
+	// ns on the receiver's monotonic clock (any origin, fixed for the
+	// rail's connection; 0 while Received is 0). It never goes down on a
+	// connection; the codec allows 0 to 2^63-1.
+	Arrived int64
 }
 
 // AppendAck appends a whole ACK frame.
 func AppendAck(b []byte, a Ack) []byte {
 	b = appendHeader(b, TypeAck, 0, AckSize)
 	b = binary.BigEndian.AppendUint64(b, a.Received)
-	return binary.BigEndian.AppendUint64(b, a.Credit)
+	b = binary.BigEndian.AppendUint64(b, a.Credit)
+	return binary.BigEndian.AppendUint64(b, uint64(a.Arrived))
 }
 
-// ParseAck decodes an ACK body.
+// ParseAck decodes an ACK body. An arrival time of 2^63 or more is
+// malformed.
 func ParseAck(body []byte) (Ack, error) {
 	if len(body) != AckSize {
 		return Ack{}, malformed("ack of %d bytes", len(body))
 	}
-	return Ack{Received: binary.BigEndian.Uint64(body[:8]), Credit: binary.BigEndian.Uint64(body[8:16])}, nil
+	a := Ack{Received: binary.BigEndian.Uint64(body[:8]), Credit: binary.BigEndian.Uint64(body[8:16])}
+	arrived := binary.BigEndian.Uint64(body[16:24])
+	if arrived > math.MaxInt64 {
+		return Ack{}, malformed("ack arrival time %#x beyond 2^63-1", arrived)
+	}
+	a.Arrived = int64(arrived)
+	return a, nil
 }
 
 // GoAway codes.

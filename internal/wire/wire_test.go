@@ -200,7 +200,7 @@ func roundTrips() []roundTrip {
 			}
 		})
 	}
-	for _, a := range []Ack{{}, {Received: 7, Credit: 1 << 40}, {Received: math.MaxUint64, Credit: math.MaxUint64}} {
+	for _, a := range []Ack{{}, {Received: 7, Credit: 1 << 40, Arrived: 123456789}, {Received: math.MaxUint64, Credit: math.MaxUint64, Arrived: math.MaxInt64}} {
 		add(fmt.Sprintf("ack/%d", a.Received), AppendAck(nil, a), TypeAck, func(t *testing.T, _ Header, body []byte) {
 			got, err := ParseAck(body)
 			if err != nil || got != a {
@@ -529,25 +529,25 @@ func TestGolden(t *testing.T) {
 		hex   string
 	}{
 		// HELLO, rail 2 of 3, rejoin, session 00..0f, segment 65536,
-		// window 2^30, max message 2^24: magic "MRLY", version 4, flags
+		// window 2^30, max message 2^24: magic "MRLY", version 5, flags
 		// 0x01, two zero bytes, session; then the Noise message: key,
 		// parameters (rail 2, rails 3, four zero bytes, segment 0x10000,
 		// window 0x40000000, max message 0x1000000), tag.
 		{"hello", helloFrame(testHello), true,
 			"01000000" + "00000064" +
-				"4d524c59" + "04" + "01" + "0000" + "000102030405060708090a0b0c0d0e0f" +
+				"4d524c59" + "05" + "01" + "0000" + "000102030405060708090a0b0c0d0e0f" +
 				key1 +
 				"0002" + "0003" + "00000000" + "00010000" + "0000000040000000" + "0000000001000000" +
 				tag1},
 		{"hello-prefix", AppendHelloPrefix(nil, testHello), false,
-			"4d524c59" + "04" + "01" + "0000" + "000102030405060708090a0b0c0d0e0f"},
+			"4d524c59" + "05" + "01" + "0000" + "000102030405060708090a0b0c0d0e0f"},
 		{"hello-params", AppendHelloParams(nil, testHello), false,
 			"0002" + "0003" + "00000000" + "00010000" + "0000000040000000" + "0000000001000000"},
 		// Join and plaintext, rail 0 of 1, session f0..ff, segment 512,
 		// window 0, max message 2^64-1.
 		{"hello-join", helloFrame(joinHello), true,
 			"01000000" + "00000064" +
-				"4d524c59" + "04" + "06" + "0000" + "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff" +
+				"4d524c59" + "05" + "06" + "0000" + "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff" +
 				key1 +
 				"0000" + "0001" + "00000000" + "00000200" + "0000000000000000" + "ffffffffffffffff" +
 				tag1},
@@ -572,7 +572,8 @@ func TestGolden(t *testing.T) {
 		{"data", dataFrame(crcData(Data{Session: 0x0102030405060708, Message: 9, Tag: 7, Total: 3, Offset: 0}, []byte("abc")), []byte("abc")), true,
 			"10010000" + "0000002b" + "0102030405060708" + "0000000000000009" + "00000007" + "364b3fb7" +
 				"0000000000000003" + "0000000000000000" + "616263"},
-		{"ack", AppendAck(nil, Ack{Received: 5, Credit: 0x10000}), true, "11000000" + "00000010" + "0000000000000005" + "0000000000010000"},
+		{"ack", AppendAck(nil, Ack{Received: 5, Credit: 0x10000, Arrived: 1500000}), true,
+			"11000000" + "00000018" + "0000000000000005" + "0000000000010000" + "000000000016e360"},
 		{"goaway", AppendGoAway(nil, GoAwayProtocol), true, "12000000" + "00000002" + "0001"},
 		{"ping", AppendPing(nil), true, "13000000" + "00000000"},
 	} {
@@ -587,7 +588,7 @@ func TestGolden(t *testing.T) {
 	}
 
 	// The golden bytes decode to the values they were made of.
-	body, _ := hex.DecodeString("4d524c59" + "04" + "06" + "0000" + "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff" + key1 +
+	body, _ := hex.DecodeString("4d524c59" + "05" + "06" + "0000" + "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff" + key1 +
 		"0000" + "0001" + "00000000" + "00000200" + "0000000000000000" + "ffffffffffffffff" + tag1)
 	m, rest, err := ParseHelloPrefix(body)
 	if err != nil || m != helloPrefixOf(joinHello) || len(rest) != HelloSize-HelloPrefixSize {
@@ -658,7 +659,7 @@ func TestSizes(t *testing.T) {
 		name      string
 		got, want int
 	}{
-		{"Version", Version, 4},
+		{"Version", Version, 5},
 		{"HeaderSize", HeaderSize, 8},
 		{"NoiseKeySize", NoiseKeySize, 32},
 		{"TagSize", TagSize, 16},
@@ -671,7 +672,7 @@ func TestSizes(t *testing.T) {
 		{"WelcomeSize", WelcomeSize, 16},
 		{"DataFixedSize", DataFixedSize, 40},
 		{"DataHeaderSize", DataHeaderSize, 48},
-		{"AckSize", AckSize, 16},
+		{"AckSize", AckSize, 24},
 		{"GoAwaySize", GoAwaySize, 2},
 		{"MaxControlBody", MaxControlBody, 258},
 		{"len(hello prefix)", len(AppendHelloPrefix(nil, testHello)), HelloPrefixSize},
@@ -920,17 +921,18 @@ func TestParseHelloPrefixRejects(t *testing.T) {
 		{"version-1", m(func(b []byte) { b[4] = 1 }), true},
 		{"version-2", m(func(b []byte) { b[4] = 2 }), true},
 		{"version-3", m(func(b []byte) { b[4] = 3 }), true},
-		{"version-5", m(func(b []byte) { b[4] = 5 }), true},
+		{"version-4", m(func(b []byte) { b[4] = 4 }), true},
+		{"version-6", m(func(b []byte) { b[4] = 6 }), true},
 		{"version-255", m(func(b []byte) { b[4] = 255 }), true},
 		// Another version decides, whatever the length: version 3 hellos
 		// had 64 bytes, a later version may have any.
 		{"version-3-len-5", version(3, 5), true},
 		{"version-3-len-64", version(3, 64), true},
-		{"version-5-len-max-control-body", version(5, MaxControlBody), true},
-		{"version-5-huge", version(5, 1<<12), true},
+		{"version-6-len-max-control-body", version(6, MaxControlBody), true},
+		{"version-6-huge", version(6, 1<<12), true},
 		// A later version may use the flags and reserved bytes.
-		{"version-5-flags-reserved", m(func(b []byte) { b[4] = 5; b[5] = 0xff; b[6] = 1; b[7] = 1 }), true},
-		{"version-5-join-rejoin", m(func(b []byte) { b[4] = 5; b[5] = HelloJoin | HelloRejoin }), true},
+		{"version-6-flags-reserved", m(func(b []byte) { b[4] = 6; b[5] = 0xff; b[6] = 1; b[7] = 1 }), true},
+		{"version-6-join-rejoin", m(func(b []byte) { b[4] = 6; b[5] = HelloJoin | HelloRejoin }), true},
 		// But without the magic it is not a multirail peer at all.
 		{"magic-and-version", m(func(b []byte) { b[0] = 'X'; b[4] = 3 }), false},
 		{"magic-and-version-short", []byte("MRLx\x03"), false},
@@ -1069,7 +1071,12 @@ func TestParseFixedRejects(t *testing.T) {
 		}
 	}
 	t.Run("ack", func(t *testing.T) {
-		checkBodies(t, TypeAck, func(b []byte) error { _, err := ParseAck(b); return err }, lengths(AckSize))
+		// An arrival time with the top bit set (beyond 2^63-1), and a
+		// version 4 ACK (16 bytes: no arrival time).
+		late := make([]byte, AckSize)
+		late[16] = 0x80
+		checkBodies(t, TypeAck, func(b []byte) error { _, err := ParseAck(b); return err },
+			append(lengths(AckSize), bodyCase{"arrival 2^63", late, false}, bodyCase{"version 4", make([]byte, 16), false}))
 	})
 	t.Run("goaway", func(t *testing.T) {
 		checkBodies(t, TypeGoAway, func(b []byte) error { _, err := ParseGoAway(b); return err }, lengths(GoAwaySize))
