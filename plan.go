@@ -46,15 +46,29 @@ func (c *Conn) upRails() int {
 	return n
 }
 
-// lanesLocked refreshes c.lanes: the planner's view of every rail.
-// Caller holds c.mu.
+// lanesLocked refreshes c.lanes: the planner's view of every rail, rates
+// resolved (sender.Resolve). Caller holds c.mu.
 func (c *Conn) lanesLocked() []sender.Lane {
+	return sender.Resolve(c.rawLanesLocked())
+}
+
+// rawLanesLocked refreshes c.lanes with the rails' own rates (0 where
+// unknown). Caller holds c.mu.
+func (c *Conn) rawLanesLocked() []sender.Lane {
 	c.lanes = c.lanes[:0]
 	now := c.now()
 	for _, r := range c.rails {
 		c.lanes = append(c.lanes, r.core.Lane(now, r.life.up()))
 	}
-	return sender.Resolve(c.lanes)
+	return c.lanes
+}
+
+// plansLocked reports whether a message of n bytes (not eager) is
+// planned: the scheduler leaves large messages to the planner, n is at
+// least PlanMin, two rails or more are up, every one of them has a rate
+// and the message is long enough (sender.Plannable). Caller holds c.mu.
+func (c *Conn) plansLocked(n int) bool {
+	return c.planning && n >= c.cfg.PlanMin && c.upRails() > 1 && sender.Plannable(int64(n), c.rawLanesLocked())
 }
 
 // queuePlannedLocked queues a large message by plan: each rail that is up

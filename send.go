@@ -211,7 +211,7 @@ func (c *Conn) send(ctx context.Context, tag uint32, msg []byte, try bool) (sent
 	}
 	m := msgFrames{om: om, id: id, tag: tag, flags: flags, msg: msg, eager: eager}
 	var last *rail
-	if !eager && c.planning && len(msg) >= c.cfg.PlanMin && c.upRails() > 1 {
+	if !eager && c.plansLocked(len(msg)) {
 		last, err = c.queuePlannedLocked(&m)
 	} else {
 		last, err = c.queueRangeLocked(&m, 0, len(msg))

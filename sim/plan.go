@@ -27,14 +27,24 @@ func (s *Sim) upRails(L *link) int {
 	return n
 }
 
-// lanes is the planner's view of link L's rails, in s.lanes.
-func (s *Sim) lanes(L *link) []sender.Lane {
+// lanes is the planner's view of link L's rails, in s.laneBuf, rates
+// resolved.
+func (s *Sim) lanes(L *link) []sender.Lane { return sender.Resolve(s.rawLanes(L)) }
+
+// rawLanes is lanes with the rails' own rates (0 where unknown).
+func (s *Sim) rawLanes(L *link) []sender.Lane {
 	s.laneBuf = s.laneBuf[:0]
 	for i := range L.n {
 		rl := &s.rails[L.rail0+i]
 		s.laneBuf = append(s.laneBuf, rl.core.Lane(s.now, L.states[i].Up))
 	}
-	return sender.Resolve(s.laneBuf)
+	return s.laneBuf
+}
+
+// plansMsg reports whether link L plans a message of size bytes, as the live
+// transport's plansLocked decides.
+func (s *Sim) plansMsg(L *link, size int64) bool {
+	return L.plans && size >= int64(s.sc.PlanMin) && s.upRails(L) > 1 && sender.Plannable(size, s.rawLanes(L))
 }
 
 // pumpPlanned queues large message mi, the head of lane ln, by plan: it

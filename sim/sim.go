@@ -403,7 +403,7 @@ func (s *Sim) pumpLane(L *link, ln *lane) {
 	for ln.head >= 0 {
 		mi := ln.head
 		m := &s.msgs[mi]
-		if ln.planned || (m.off == 0 && L.plans && ln == &L.lanes[laneLarge] && m.size >= int64(s.sc.PlanMin) && s.upRails(L) > 1) {
+		if ln.planned || (m.off == 0 && ln == &L.lanes[laneLarge] && s.plansMsg(L, m.size)) {
 			if !s.pumpPlanned(L, ln, mi) {
 				return
 			}

@@ -47,6 +47,35 @@ func (r *Rail[T]) Lane(now int64, up bool) Lane {
 	return Lane{Up: up, Rate: rate, Backlog: r.queued + flying, Stale: stale}
 }
 
+// MinPlanTime is the shortest message, in time on all the rails at once,
+// that the planner plans: a shorter one is as long as the delays of the
+// kernel and the acknowledgements (about a millisecond) that the plan
+// cannot see, and a scheduler that learns from each segment's delay
+// places it as well (the simulator's 64-rank allreduce on 1-10 Gbit/s
+// rails with bursts of load: 0.47x shortestqueue's time planned, 0.28x
+// not).
+const MinPlanTime = 2 * time.Millisecond
+
+// Plannable reports whether a message of n bytes is for the planner: every
+// lane that is up has a rate (measured, or nominal; before Resolve), and
+// the message takes at least MinPlanTime on all of them at once.
+// Otherwise it is left to the scheduler, which learns by other means
+// while a rate is unknown (and its placement gives the rail the backlog a
+// rate is measured from).
+func Plannable(n int64, lanes []Lane) bool {
+	var rate float64
+	for _, l := range lanes {
+		if !l.Up {
+			continue
+		}
+		if !(l.Rate > 0) {
+			return false
+		}
+		rate += l.Rate
+	}
+	return rate > 0 && float64(n)*8/rate >= MinPlanTime.Seconds()
+}
+
 // Resolve settles the rates of the lanes that are up, in place, and
 // returns lanes. An unknown rate takes the smallest rate known and fresh
 // (a rail not yet measured gets a modest share, enough to measure it),
