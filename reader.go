@@ -469,7 +469,7 @@ func (c *Conn) acked(r *rail, e entry) {
 			c.planAcked(r.idx, s, r.ackNow)
 		}
 		if m.remaining == 0 {
-			close(m.done)
+			m.complete()
 		}
 	}
 	putSeg(s)

@@ -18,6 +18,15 @@ type outMsg struct {
 	remaining int // segments not yet acknowledged (guarded by Conn.mu)
 	done      chan struct{}
 	plan      *planRecord // what the planner did with it; nil if it was not planned
+	onDone    func()      // SendOwned's callback, run once the peer holds all of it
+}
+
+// complete ends m: every frame was acknowledged. Caller holds c.mu.
+func (m *outMsg) complete() {
+	close(m.done)
+	if m.onDone != nil {
+		m.onDone()
+	}
 }
 
 // segment is one DATA frame queued or in flight on a rail.
@@ -121,7 +130,22 @@ func (c *Conn) fillStates() {
 // ctx's error, but the message stays in flight and will be delivered unless
 // the connection fails; msg must then not be modified before Close.
 func (c *Conn) Send(ctx context.Context, tag uint32, msg []byte) error {
-	_, err := c.send(ctx, tag, msg, false)
+	_, err := c.send(ctx, tag, msg, false, nil, false)
+	return err
+}
+
+// SendOwned sends msg with tag as Send does, but hands msg over: the
+// caller must not touch it again until done (if not nil) has run, which
+// happens once the peer holds all of it (from a goroutine of the
+// connection, with its locks held: done must be quick and must not call
+// the Conn); done never runs if the connection fails first. SendOwned
+// returns once every frame is queued, like an eager send, without waiting
+// for the peer's acknowledgement: a caller that copied its data anyway
+// (a collective's pieces) does not wait the way back. Errors after it
+// returned show on later calls; Close reports what was never delivered
+// (ErrUndelivered). ctx bounds the wait for credit and queue room.
+func (c *Conn) SendOwned(ctx context.Context, tag uint32, msg []byte, done func()) error {
+	_, err := c.send(ctx, tag, msg, false, done, true)
 	return err
 }
 
@@ -136,12 +160,13 @@ func (c *Conn) TrySend(tag uint32, msg []byte) (bool, error) {
 	if len(msg) > c.cfg.EagerLimit {
 		return false, nil
 	}
-	return c.send(context.Background(), tag, msg, true)
+	return c.send(context.Background(), tag, msg, true, nil, false)
 }
 
 // send is Send; with try it gives up (false, nil) instead of waiting for
-// credit, and is only called for eager messages.
-func (c *Conn) send(ctx context.Context, tag uint32, msg []byte, try bool) (sent bool, err error) {
+// credit, and is only called for eager messages; with owned it is
+// SendOwned (done its callback).
+func (c *Conn) send(ctx context.Context, tag uint32, msg []byte, try bool, done func(), owned bool) (sent bool, err error) {
 	released := false
 	if int64(len(msg)) > c.cfg.MaxMessageSize {
 		return false, fmt.Errorf("%w: %d bytes, MaxMessageSize is %d", ErrTooLarge, len(msg), c.cfg.MaxMessageSize)
@@ -200,7 +225,7 @@ func (c *Conn) send(ctx context.Context, tag uint32, msg []byte, try bool) (sent
 	if !eager {
 		// One count per frame, plus one that this Send holds until every
 		// frame is queued: the message cannot complete before that.
-		om = &outMsg{remaining: 1, done: make(chan struct{})}
+		om = &outMsg{remaining: 1, done: make(chan struct{}), onDone: done}
 	}
 	flags := uint8(0)
 	if c.cfg.Checksum {
@@ -223,7 +248,7 @@ func (c *Conn) send(ctx context.Context, tag uint32, msg []byte, try bool) (sent
 	if om != nil {
 		om.remaining-- // every frame is queued
 		if om.remaining == 0 {
-			close(om.done) // acknowledged while this Send waited for room
+			om.complete() // acknowledged while this Send waited for room
 		}
 	}
 	c.sentMsgs++
@@ -248,6 +273,12 @@ func (c *Conn) send(ctx context.Context, tag uint32, msg []byte, try bool) (sent
 		last.signal()
 	}
 	if eager {
+		if done != nil {
+			done() // the eager copy is what travels
+		}
+		return true, nil
+	}
+	if owned {
 		return true, nil
 	}
 	select {

@@ -173,7 +173,11 @@ func (x *collCall) Size() int { return len(x.c.ranks) }
 func (x *collCall) Send(ctx context.Context, dst, step int, b []byte) error {
 	h := x.h
 	h.tag = int32(step)
-	return x.c.sendTo(ctx, x.c.ranks[dst], collConnTag(x.c.id, h.seq), h, b, x.name())
+	// A collective's sends return once queued: the call ends when its own
+	// receives do, not when the peers' acknowledgements of its last sends
+	// come back (Close and later calls report a send that failed).
+	_, err := x.c.sendVia(ctx, x.c.ranks[dst], collConnTag(x.c.id, h.seq), h, b, x.name(), sendHanded)
+	return err
 }
 
 // TrySend makes collCall a coll.TrySender: an eager message that the
@@ -181,7 +185,7 @@ func (x *collCall) Send(ctx context.Context, dst, step int, b []byte) error {
 func (x *collCall) TrySend(ctx context.Context, dst, step int, b []byte) (bool, error) {
 	h := x.h
 	h.tag = int32(step)
-	return x.c.sendVia(ctx, x.c.ranks[dst], collConnTag(x.c.id, h.seq), h, b, x.name(), true)
+	return x.c.sendVia(ctx, x.c.ranks[dst], collConnTag(x.c.id, h.seq), h, b, x.name(), sendTry)
 }
 
 func (x *collCall) Recv(ctx context.Context, src, step int) ([]byte, error) {

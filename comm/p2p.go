@@ -35,15 +35,23 @@ func (c *Comm) Send(ctx context.Context, dst, tag int, data []byte) error {
 	return c.sendTo(ctx, wr, p2pConnTag(c.id, int32(tag)), h, data, "send")
 }
 
-// sendTo sends header h and payload to world rank wr.
+// sendTo sends header h and payload to world rank wr, and returns once the
+// peer's transport holds them (an eager message: once queued).
 func (c *Comm) sendTo(ctx context.Context, wr int, connTag uint32, h header, data []byte, op string) error {
-	_, err := c.sendVia(ctx, wr, connTag, h, data, op, false)
+	_, err := c.sendVia(ctx, wr, connTag, h, data, op, sendWait)
 	return err
 }
 
-// sendVia is sendTo; with try it sends only if that needs no wait for the
-// peer (multirail.Conn.TrySend) and reports whether it sent.
-func (c *Comm) sendVia(ctx context.Context, wr int, connTag uint32, h header, data []byte, op string, try bool) (bool, error) {
+// How sendVia sends.
+const (
+	sendWait   = iota // until the peer's transport holds the message
+	sendTry           // only if that needs no wait for the peer (multirail.Conn.TrySend)
+	sendHanded        // until the copy is queued (multirail.Conn.SendOwned)
+)
+
+// sendVia is sendTo, the way how says; it reports whether it sent (with
+// sendTry it may decline).
+func (c *Comm) sendVia(ctx context.Context, wr int, connTag uint32, h header, data []byte, op string, how int) (bool, error) {
 	w := c.w
 	w.mu.Lock()
 	if err := w.abort; err != nil {
@@ -60,9 +68,22 @@ func (c *Comm) sendVia(ctx context.Context, wr int, connTag uint32, h header, da
 	b := appendHeader((*buf)[:0], h)
 	b = append(b, data...)
 	sent, err := true, error(nil)
-	if try {
+	switch how {
+	case sendTry:
 		sent, err = conn.TrySend(connTag, b)
-	} else {
+	case sendHanded:
+		// b is a copy: hand it over, and do not wait for the peer's
+		// acknowledgement (a collective step would wait for it to come
+		// back behind the peer's own data); b returns to the pool once
+		// the peer holds it.
+		err = conn.SendOwned(ctx, connTag, b, func() {
+			*buf = b
+			putBuf(buf)
+		})
+		if err == nil {
+			return true, nil
+		}
+	default:
 		err = conn.Send(ctx, connTag, b)
 	}
 	if err == nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -267,6 +268,9 @@ func osuBench(ctx context.Context, c *comm.Comm, p osuPlan, stdout, stderr io.Wr
 		Result:   func(r osu.Result) { printOSURow(out, p, r) },
 		Measured: func() { finished.Store(true) },
 	})
+	if err == nil && !root && os.Getenv("MULTIRAIL_OSU_SUMMARY") == "all" {
+		printRailSummary(stderr, c.Stats()) // every rank's, for a diagnosis
+	}
 	if err != nil || !root {
 		return err
 	}
@@ -383,6 +387,9 @@ func printRailSummary(w io.Writer, st comm.Stats) {
 			if rs.RateBps > 0 {
 				part += fmt.Sprintf(" (%.1f Mbit/s, by arrivals %.1f, ack %.2f ms, fwd %.2f ms)",
 					rs.RateBps/1e6, rs.ArrivalRateBps/1e6, float64(rs.AckDelay)/1e6, float64(rs.ForwardDelay)/1e6)
+			}
+			if rs.Errors > 0 || rs.Rejoins > 0 || rs.Resent > 0 {
+				part += fmt.Sprintf(" [%d errors, %d rejoins, %d resent: %s]", rs.Errors, rs.Rejoins, rs.Resent, rs.LastError)
 			}
 			parts = append(parts, part)
 		}
