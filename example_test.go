@@ -174,6 +174,34 @@ func ExampleConn_TrySend() {
 	// large message sent by TrySend: false <nil>
 }
 
+func ExampleConn_SendOwned() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	client, server, err := connect(ctx, multirail.Config{Token: token})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	defer server.Close()
+
+	// A buffer this side filled for the purpose (a copy) is handed over:
+	// SendOwned returns once it is queued, and done says when it may be
+	// reused (here it just reports it).
+	buf := make([]byte, 1<<20)
+	released := make(chan struct{})
+	if err := client.SendOwned(ctx, 7, buf, func() { close(released) }); err != nil {
+		log.Fatal(err)
+	}
+	m, err := server.Recv(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	<-released
+	fmt.Printf("tag %d: %d bytes; the buffer is free again\n", m.Tag, len(m.Data))
+	// Output:
+	// tag 7: 1048576 bytes; the buffer is free again
+}
+
 func ExampleConfig() {
 	cfg := multirail.Config{
 		Rails: []multirail.Rail{
