@@ -147,13 +147,7 @@ func (c *Conn) queuePlannedLocked(m *msgFrames) (*rail, error) {
 		if progress {
 			continue
 		}
-		ch := c.changedLocked()
-		c.mu.Unlock()
-		select {
-		case <-ch:
-		case <-c.closed:
-		}
-		c.mu.Lock()
+		c.waitChangeLocked()
 	}
 }
 

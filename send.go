@@ -396,13 +396,7 @@ func (c *Conn) railLocked(size int) (*rail, int64, error) {
 			}
 			return nil, 0, ErrAllRailsDown
 		}
-		ch := c.changedLocked()
-		c.mu.Unlock()
-		select {
-		case <-ch:
-		case <-c.closed:
-		}
-		c.mu.Lock()
+		c.waitChangeLocked()
 	}
 }
 
@@ -442,4 +436,16 @@ func putSeg(s *segment) {
 	}
 	s.payload, s.msg, s.owned = nil, nil, nil
 	segPool.Put(s)
+}
+
+// waitChangeLocked waits, with c.mu released, for any change senders may
+// wait for, or for the connection to close. Caller holds c.mu.
+func (c *Conn) waitChangeLocked() {
+	ch := c.changedLocked()
+	c.mu.Unlock()
+	select {
+	case <-ch:
+	case <-c.closed:
+	}
+	c.mu.Lock()
 }
