@@ -192,6 +192,17 @@ func (x *collCall) Recv(ctx context.Context, src, step int) ([]byte, error) {
 	return x.c.cs.collRecv(ctx, x, x.c.ranks[src], int32(step))
 }
 
+// Framing makes collCall a coll.Framer: the transport's segments, and the
+// communicator's header in front of every step's payload, so that the
+// collectives cut pieces whose header and payload fill whole segments.
+func (x *collCall) Framing() coll.Framing {
+	seg := x.c.w.cfg.Transport.SegmentSize
+	if seg == 0 {
+		seg = multirail.DefaultSegmentSize
+	}
+	return coll.Framing{Segment: seg, Overhead: headerSize}
+}
+
 func (x *collCall) name() string { return Collective(x.h.coll).String() }
 
 // check compares what rank src called with what this rank called.
