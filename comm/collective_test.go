@@ -46,7 +46,7 @@ func TestCollectivesOverConnections(t *testing.T) {
 // TestPipelinedOverConnections runs the pipelined algorithms over real
 // loopback connections on vectors whose blocks are longer than a piece
 // (coll.MaxPiece), so that every step is cut into several pieces that
-// fill the transport's segments with the communicator's header, on a
+// fill the transport's frames with the communicator's header, on a
 // power of two and, folded, on 3 ranks.
 func TestPipelinedOverConnections(t *testing.T) {
 	const count = 300000 // int64: blocks of 600 KB on 4 ranks
@@ -54,8 +54,8 @@ func TestPipelinedOverConnections(t *testing.T) {
 		t.Run(fmt.Sprint("n=", n), func(t *testing.T) {
 			cs := local(t, n, Config{})
 			call := &collCall{c: cs[0]}
-			if f := call.Framing(); f.Segment != multirail.DefaultSegmentSize || f.Overhead != headerSize {
-				t.Fatalf("framing %+v, want segments of %d and the %d-byte header", f, multirail.DefaultSegmentSize, headerSize)
+			if f := call.Framing(); f.Segment != multirail.DefaultFrameSize || f.Overhead != headerSize {
+				t.Fatalf("framing %+v, want frames of %d and the %d-byte header", f, multirail.DefaultFrameSize, headerSize)
 			}
 			for _, tc := range []struct {
 				cl   Collective

@@ -31,7 +31,7 @@ type Framer interface {
 }
 
 // DefaultFraming is the framing assumed for a Transport that is not a
-// Framer: multirail's default segment size, no header.
+// Framer: multirail's default frame size, no header.
 var DefaultFraming = Framing{Segment: 64 << 10, Overhead: 0}
 
 // MaxPiece bounds a piece's payload and header, in bytes (a whole number
