@@ -43,8 +43,9 @@ const MaxPiece = 256 << 10
 // PipeDepth is the number of pieces a block is cut into at least, when
 // blocks are large enough for pieces of one segment. 1: a block is cut
 // only where it is longer than MaxPiece. Measured on the lab's tbf rails
-// (docs/comm.md, "Pipelined steps"): on 2 shared cores pieces of one
-// segment cost more in per-message work than their overlap gained.
+// (docs/comm.md, "Thresholds measured here"): pieces of one multirail
+// frame were slower, being below the size its planner splits over the
+// rails, and costing a message's work per frame.
 const PipeDepth = 1
 
 // framingOf returns t's framing, sanitised: a segment of at least one
