@@ -103,12 +103,13 @@
 //
 // Pieces fill segments: a Transport that is a Framer says how it carries a
 // message (segments of Framing.Segment bytes, after a header of
-// Framing.Overhead bytes); a full piece is PieceElems elements, whole
+// Framing.Overhead bytes; the communicator gives its transport's frames
+// and its own header); a full piece is PieceElems elements, whole
 // segments less the header (at most MaxPiece, fewer segments for blocks
-// shorter than that), so no full piece ends in a stray segment that
-// carries only the last bytes of a header's worth. A range's remainder
-// shorter than a segment rides in its last piece (it would cost a segment
-// as a piece of its own too, and a message more).
+// shorter than that), so no full piece spills its last bytes into a
+// segment of their own. A range's remainder shorter than a segment rides
+// in its last piece (it would cost a segment as a piece of its own too,
+// and a message more).
 //
 // # Floating-point results
 //
