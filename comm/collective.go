@@ -192,6 +192,28 @@ func (x *collCall) Recv(ctx context.Context, src, step int) ([]byte, error) {
 	return x.c.cs.collRecv(ctx, x, x.c.ranks[src], int32(step))
 }
 
+// Framing makes collCall a coll.Framer: the transport's frames (what its
+// scheduler places on a rail and its planner's shares are made of whole
+// segments of), and the communicator's header in front of every step's
+// payload, so that the collectives cut pieces whose header and payload
+// fill whole frames.
+func (x *collCall) Framing() coll.Framing {
+	return coll.Framing{Segment: frameSize(x.c.w.cfg.Transport), Overhead: headerSize}
+}
+
+// frameSize is the frame size of connections made with cfg: FrameSize,
+// else the default frame with the default segment, else SegmentSize (as
+// multirail.Config documents).
+func frameSize(cfg multirail.Config) int {
+	switch {
+	case cfg.FrameSize != 0:
+		return cfg.FrameSize
+	case cfg.SegmentSize == 0:
+		return multirail.DefaultFrameSize
+	}
+	return cfg.SegmentSize
+}
+
 func (x *collCall) name() string { return Collective(x.h.coll).String() }
 
 // check compares what rank src called with what this rank called.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/multirail/multirail"
 )
 
 // val is rank r's integer-valued input at index i: exact in every type.
@@ -35,6 +37,39 @@ func TestCollectivesOverConnections(t *testing.T) {
 							}
 						}
 					}
+				}
+			}
+		})
+	}
+}
+
+// TestPipelinedOverConnections runs the pipelined algorithms over real
+// loopback connections on vectors whose blocks are longer than a piece
+// (coll.MaxPiece), so that every step is cut into several pieces that
+// fill the transport's frames with the communicator's header, on a
+// power of two and, folded, on 3 ranks.
+func TestPipelinedOverConnections(t *testing.T) {
+	const count = 300000 // int64: blocks of 600 KB on 4 ranks
+	for _, n := range []int{3, 4} {
+		t.Run(fmt.Sprint("n=", n), func(t *testing.T) {
+			cs := local(t, n, Config{})
+			call := &collCall{c: cs[0]}
+			if f := call.Framing(); f.Segment != multirail.DefaultFrameSize || f.Overhead != headerSize {
+				t.Fatalf("framing %+v, want frames of %d and the %d-byte header", f, multirail.DefaultFrameSize, headerSize)
+			}
+			for _, tc := range []struct {
+				cl   Collective
+				algo Algo
+			}{
+				{CollAllreduce, AlgoRabenseifner}, {CollAllreduce, AlgoRing}, {CollReduce, AlgoRabenseifner},
+				{CollReduceScatter, AlgoRecursiveHalving}, {CollReduceScatter, AlgoRing},
+				{CollAllgather, AlgoRecursiveDoubling}, {CollAllgather, AlgoRing}, {CollBcast, AlgoScatterAllgather},
+			} {
+				each(t, cs, func(ctx context.Context, c *Comm) error {
+					return checkColl(ctx, c, tc.cl, tc.algo, count, n-1)
+				})
+				if t.Failed() {
+					t.Fatalf("%s %s", tc.cl, tc.algo)
 				}
 			}
 		})

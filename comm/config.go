@@ -219,17 +219,12 @@ func (c Config) validate() (config, error) {
 // MPICH's, except where measured on multirail connections (4 ranks on
 // emulated rails of 200, 100 and 50 Mbit/s, every algorithm forced;
 // BENCHMARKS.md, "Collectives on N ranks"; alltoall's upper threshold
-// on the lab's tbf rails, 3 and 4 hosts at 150/75/40 Mbit/s):
+// on the lab's tbf rails, 3 and 4 hosts at 150/75/40 Mbit/s; allreduce's
+// upper one checked on the lab's tbf rails, 4 hosts at 200/100/50 and
+// 100/50/25 Mbit/s, docs/comm.md):
 //
 //   - allreduce: recursive doubling up to 8 KiB (MPICH: 2 KiB),
 //     rabenseifner up to 2 MiB (512 KiB), ring above;
-//   - alltoall: bruck up to 4 KiB per block from 4 ranks (MPICH: 256 B
-//     from 8), then linear (all pairs at once) up to 512 KiB (32 KiB),
-//     then pairwise;
-//   - bcast: binomial below 1 MiB, scatter-allgather from there, from 4
-//     ranks (MPICH: 12 KiB, from 8 ranks).
-//
-// Allgather, reduce-scatter, reduce, gather and scatter keep MPICH's.
 func MeasuredThresholds() Thresholds {
 	th := coll.DefaultThresholds()
 	th.BcastShort = 1 << 20

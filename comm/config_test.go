@@ -112,3 +112,20 @@ func TestEmuLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestFrameSize: the frames the collectives fill are the transport's
+// (multirail.Config.FrameSize and its defaults).
+func TestFrameSize(t *testing.T) {
+	for _, tc := range []struct {
+		seg, frame, want int
+	}{
+		{0, 0, multirail.DefaultFrameSize},
+		{4096, 0, 4096},
+		{4096, 16384, 16384},
+		{0, 128 << 10, 128 << 10},
+	} {
+		if got := frameSize(multirail.Config{SegmentSize: tc.seg, FrameSize: tc.frame}); got != tc.want {
+			t.Errorf("SegmentSize %d, FrameSize %d: frames of %d, want %d", tc.seg, tc.frame, got, tc.want)
+		}
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 // floatValues returns count random non-integer values (some -0 for min
@@ -126,4 +128,98 @@ func TestAlgorithmsDiffer(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d results differ in the last bits from the rank-order sum", differ, 3*count)
+}
+
+// runReducing runs reducing collective c with algo on every rank's ins
+// over a mesh with opts and returns every rank's result (nil where the
+// collective leaves none).
+func runReducing[T Number](c Collective, algo Algo, ins [][]T, op Op, root int, opts meshOpts) ([][]T, error) {
+	n := len(ins)
+	out := make([][]T, n)
+	m := newMesh(n, opts)
+	errs := runRanks(context.Background(), m, -1, true, func(ctx context.Context, t Transport) error {
+		r := t.Rank()
+		switch c {
+		case CollAllreduce:
+			out[r] = slices.Clone(ins[r])
+			return Allreduce(ctx, t, out[r], op, algo)
+		case CollReduce:
+			if r == root {
+				out[r] = make([]T, len(ins[r]))
+			}
+			return Reduce(ctx, t, ins[r], out[r], op, root, algo)
+		case CollReduceScatter:
+			b := evenBounds(len(ins[r]), n)
+			out[r] = make([]T, b[r+1]-b[r])
+			return ReduceScatter(ctx, t, ins[r], out[r], op, algo)
+		}
+		return fmt.Errorf("not a reducing collective: %v", c)
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, m.verify()
+}
+
+// TestPipelinedBitIdentical: the pipelined reducing algorithms, their
+// steps cut into pieces of any size (down to one element), give every
+// rank the same bits as the same algorithm with every step one message
+// (each element is reduced in the same order whatever the pieces), for
+// random non-integer floats, every op, rank count, count and root.
+func TestPipelinedBitIdentical(t *testing.T) {
+	t.Parallel()
+	whole := Framing{Segment: 1 << 30} // one piece per range: unpipelined
+	var reducingPipelined []struct {
+		c    Collective
+		algo Algo
+	}
+	for _, pc := range pipelined {
+		if reducing(pc.c) {
+			reducingPipelined = append(reducingPipelined, pc)
+		}
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		pc := rapid.SampledFrom(reducingPipelined).Draw(t, "algorithm")
+		n := rapid.IntRange(1, 12).Draw(t, "n")
+		count := rapid.IntRange(0, 40*n).Draw(t, "count")
+		seg := rapid.IntRange(1, 200).Draw(t, "segment")
+		f := Framing{Segment: seg, Overhead: rapid.IntRange(0, seg-1).Draw(t, "overhead")}
+		root := rapid.IntRange(0, n-1).Draw(t, "root")
+		typ := rapid.SampledFrom([]string{"float32", "float64"}).Draw(t, "type")
+		op := rapid.SampledFrom(opsOf(typ)).Draw(t, "op")
+		opts := meshOpts{failRank: -1, misalign: rapid.Bool().Draw(t, "misalign"), lazy: rapid.Bool().Draw(t, "lazy"),
+			try: rapid.Bool().Draw(t, "try"), framing: f}
+		seed := rapid.Uint64().Draw(t, "seed")
+		var err error
+		if typ == "float32" {
+			err = checkPipelinedBits[float32](pc.c, pc.algo, n, count, op, root, seed, opts, whole)
+		} else {
+			err = checkPipelinedBits[float64](pc.c, pc.algo, n, count, op, root, seed, opts, whole)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func checkPipelinedBits[T Number](c Collective, algo Algo, n, count int, op Op, root int, seed uint64, opts meshOpts, whole Framing) error {
+	rng := rand.New(rand.NewPCG(seed, uint64(n)))
+	ins := make([][]T, n)
+	for r := range ins {
+		ins[r] = floatValues[T](rng, count, op)
+	}
+	piped, err := runReducing(c, algo, ins, op, root, opts)
+	if err != nil {
+		return err
+	}
+	ref, err := runReducing(c, algo, ins, op, root, meshOpts{failRank: -1, framing: whole})
+	if err != nil {
+		return err
+	}
+	for r := range n {
+		if !bytes.Equal(asBytes(piped[r]), asBytes(ref[r])) {
+			return fmt.Errorf("rank %d: pipelined %v, one message per step %v", r, piped[r], ref[r])
+		}
+	}
+	return nil
 }

@@ -10,8 +10,9 @@
 //
 // A Transport is one rank's view of one call: Rank, Size, Send(dst, step,
 // b) and Recv(src, step). A message is identified by (src, dst, step); an
-// algorithm uses each triple at most once per call, with small
-// non-negative steps (below 2*Size()+64). Send may return as soon as the
+// algorithm uses each triple at most once per call, with non-negative
+// steps (the pipelined algorithms number the pieces between a pair of
+// ranks in order, so steps grow with the vector). Send may return as soon as the
 // transport holds the bytes (it need not wait for the matching Recv) and
 // must not keep b; Recv returns a fresh buffer. Both must honour ctx. The
 // collectives call Send and Recv from several goroutines at once (a send
@@ -83,6 +84,32 @@
 // from r-i. Blocks are split as evenly as possible (block i of a count-
 // element vector cut in m parts is [i*count/m, (i+1)*count/m)), so every
 // algorithm takes any count, including 0 and counts below N, and any root.
+//
+// # Pipelined steps
+//
+// The algorithms whose steps move ranges of one vector — allreduce
+// rabenseifner and ring, reduce rabenseifner, reduce-scatter
+// recursive-halving and ring, allgather recursive-doubling and ring, and
+// bcast scatter-allgather's ring — are written as plans (pipe.go): every
+// range a step sends or receives is cut into pieces, a piece goes out as
+// soon as the pieces received earlier that wrote its elements have been
+// handled (reduced or copied), each send in its own goroutine, without
+// waiting for the rest of its step or for earlier sends to complete. No
+// step waits for a whole range to land, the folds of non-power-of-two
+// sizes included. Received pieces are handled one at a time in the plan's
+// order, so every element is reduced in the same order as with one
+// message per step: the results are bit for bit those of the unpipelined
+// algorithm (TestPipelinedBitIdentical).
+//
+// Pieces fill segments: a Transport that is a Framer says how it carries a
+// message (segments of Framing.Segment bytes, after a header of
+// Framing.Overhead bytes; the communicator gives its transport's frames
+// and its own header); a full piece is PieceElems elements, whole
+// segments less the header (at most MaxPiece, fewer segments for blocks
+// shorter than that), so no full piece spills its last bytes into a
+// segment of their own. A range's remainder shorter than a segment rides
+// in its last piece (it would cost a segment as a piece of its own too,
+// and a message more).
 //
 // # Floating-point results
 //

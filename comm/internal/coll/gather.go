@@ -42,27 +42,27 @@ func Allgather[T Number](ctx context.Context, t Transport, send, recv []T, algo 
 // allgatherRecursiveDoubling: fold (an odd rank below 2*rem sends its block
 // to the even one below it), recursive doubling over the participants'
 // blocks (one or two ranks' blocks each), unfold (the even ranks send the
-// odd ones the whole result).
+// odd ones the whole result). Pipelined (runPipe): a piece received goes
+// on in the next step at once.
 func allgatherRecursiveDoubling[T Number](x *xfer[T], send, recv []T) error {
 	r, n := x.t.Rank(), x.t.Size()
 	k := len(send)
 	f := newFold(n)
 	copy(recv[r*k:], send)
+	bounds := uniformBounds(k, n)
+	pl := newPlan(piecesFor[T](x.t, bounds), 0)
 	if r < 2*f.rem {
 		if r%2 == 1 {
-			if err := x.send(r-1, stepFold, send); err != nil {
-				return err
-			}
-		} else if err := x.recv(r+1, stepFold, recv[(r+1)*k:(r+2)*k]); err != nil {
-			return err
+			pl.step(r-1, r*k, (r+1)*k, -1, 0, 0, false)
+		} else {
+			pl.step(-1, 0, 0, r+1, (r+1)*k, (r+2)*k, false)
 		}
 	}
 	if nr := f.newRank(r); nr >= 0 {
-		if err := doubling(x, f, nr, recv, f.superBounds(uniformBounds(k, n)), stepCore); err != nil {
-			return err
-		}
+		pl.doubling(f, nr, f.superBounds(bounds))
 	}
-	return foldOut(x, f, r, recv)
+	pl.foldOut(f, r, n*k)
+	return runPipe(x, pl, recv)
 }
 
 // allgatherBruck: in round j every rank sends the blocks it has, up to

@@ -25,6 +25,14 @@ type meshOpts struct {
 	// mailbox would not make Send wait (not rendezvous) and declines one
 	// triple in three, so that exchanges take both paths.
 	try bool
+	// lazy keeps the sender's buffer and copies it only when the
+	// receiver takes the message, Send returning after that (a transport
+	// that writes from the caller's memory): a collective that overwrote
+	// elements a send of it still reads would deliver the new values.
+	lazy bool
+	// framing is what the endpoints' Framing returns (the zero value:
+	// DefaultFraming).
+	framing Framing
 	// failRank's Send and Recv fail with errInjected from its failAt-th
 	// call on (counting from 0); failRank < 0 for none.
 	failRank, failAt int
@@ -144,8 +152,12 @@ func (e *endpoint) Send(ctx context.Context, dst, step int, b []byte) error {
 	if err != nil {
 		return err
 	}
-	box.ch <- slices.Clone(b)
-	if !e.m.opts.rendezvous {
+	if e.m.opts.lazy {
+		box.ch <- b // copied by the receiver
+	} else {
+		box.ch <- slices.Clone(b)
+	}
+	if !e.m.opts.rendezvous && !e.m.opts.lazy {
 		return nil
 	}
 	select {
@@ -156,8 +168,15 @@ func (e *endpoint) Send(ctx context.Context, dst, step int, b []byte) error {
 	}
 }
 
+func (e *endpoint) Framing() Framing {
+	if e.m.opts.framing == (Framing{}) {
+		return DefaultFraming
+	}
+	return e.m.opts.framing
+}
+
 func (e *endpoint) TrySend(ctx context.Context, dst, step int, b []byte) (bool, error) {
-	if !e.m.opts.try || e.m.opts.rendezvous || (e.rank+dst+step)%3 == 0 {
+	if !e.m.opts.try || e.m.opts.rendezvous || e.m.opts.lazy || (e.rank+dst+step)%3 == 0 {
 		return false, nil
 	}
 	e.m.tried.Add(1)
@@ -174,6 +193,9 @@ func (e *endpoint) Recv(ctx context.Context, src, step int) ([]byte, error) {
 	}
 	select {
 	case b := <-box.ch:
+		if e.m.opts.lazy {
+			b = slices.Clone(b)
+		}
 		close(box.taken)
 		if e.m.opts.misalign && (src+e.rank+step)%2 == 1 {
 			mis := make([]byte, len(b)+1)[1:]

@@ -1,7 +1,5 @@
 package coll
 
-import "context"
-
 // Building blocks shared by several algorithms. Each takes the step
 // numbers it may use as a base and documents how many it uses.
 
@@ -78,47 +76,66 @@ func (f fold) superBounds(bounds []int) []int {
 	return sb
 }
 
-// halving is the recursive-halving reduce-scatter among the p participants
-// of f: acc holds this participant's (nr's) vector; afterwards
-// acc[bounds[nr]:bounds[nr+1]] holds the reduction of all participants'
-// blocks nr (the rest of acc is clobbered). bounds has p+1 offsets. Steps
-// base..base+log2(p)-1. Partners are at distance p/2 first, then p/4, ...,
-// so that participant nr ends with block nr; each block's final value is
-// computed by its owner alone.
-func halving[T Number](x *xfer[T], f fold, nr int, acc []T, bounds []int, base int) error {
+// halving adds the recursive-halving reduce-scatter among the p
+// participants of f to plan pl: the vector holds this participant's (nr's)
+// contribution; afterwards elements [bounds[nr], bounds[nr+1]) hold the
+// reduction of all participants' blocks nr (the rest is clobbered).
+// bounds has p+1 offsets. Partners are at distance p/2 first, then p/4,
+// ..., so that participant nr ends with block nr; each block's final value
+// is computed by its owner alone.
+func (pl *plan) halving(f fold, nr int, bounds []int) {
 	lo, hi := 0, f.p
-	for i, mask := 0, f.p/2; mask > 0; i, mask = i+1, mask/2 {
+	for mask := f.p / 2; mask > 0; mask /= 2 {
 		partner := f.oldRank(nr ^ mask)
 		mid := lo + mask
 		keepLo, keepHi, sendLo, sendHi := lo, mid, mid, hi
 		if nr&mask != 0 {
 			keepLo, keepHi, sendLo, sendHi = mid, hi, lo, mid
 		}
-		if err := x.sendRecvReduce(partner, base+i, acc[bounds[sendLo]:bounds[sendHi]],
-			partner, base+i, acc[bounds[keepLo]:bounds[keepHi]]); err != nil {
-			return err
-		}
+		pl.step(partner, bounds[sendLo], bounds[sendHi], partner, bounds[keepLo], bounds[keepHi], true)
 		lo, hi = keepLo, keepHi
 	}
-	return nil
 }
 
-// doubling is the recursive-doubling allgather among the p participants of
-// f: acc[bounds[nr]:bounds[nr+1]] holds participant nr's block; afterwards
-// acc[bounds[0]:bounds[p]] holds every participant's. Steps
-// base..base+log2(p)-1.
-func doubling[T Number](x *xfer[T], f fold, nr int, acc []T, bounds []int, base int) error {
-	for i, mask := 0, 1; mask < f.p; i, mask = i+1, mask<<1 {
+// doubling adds the recursive-doubling allgather among the p participants
+// of f to plan pl: elements [bounds[nr], bounds[nr+1]) hold participant
+// nr's block; afterwards [bounds[0], bounds[p]) hold every participant's.
+func (pl *plan) doubling(f fold, nr int, bounds []int) {
+	for mask := 1; mask < f.p; mask <<= 1 {
 		pnr := nr ^ mask
 		partner := f.oldRank(pnr)
 		my := nr &^ (mask - 1)
 		their := pnr &^ (mask - 1)
-		if err := x.sendRecv(partner, base+i, acc[bounds[my]:bounds[my+mask]],
-			partner, base+i, acc[bounds[their]:bounds[their+mask]]); err != nil {
-			return err
-		}
+		pl.step(partner, bounds[my], bounds[my+mask], partner, bounds[their], bounds[their+mask], false)
 	}
-	return nil
+}
+
+// foldIn adds the folding step of f for rank r to plan pl, over elements
+// [0, n): an odd rank below 2*rem sends them to the rank below it, which
+// reduces them into its own.
+func (pl *plan) foldIn(f fold, r, n int) {
+	if r >= 2*f.rem {
+		return
+	}
+	if r%2 == 1 {
+		pl.step(r-1, 0, n, -1, 0, 0, false)
+		return
+	}
+	pl.step(-1, 0, 0, r+1, 0, n, true)
+}
+
+// foldOut adds the unfolding step of f for rank r to plan pl, over
+// elements [0, n): an even rank below 2*rem sends them to the rank above
+// it, which receives them.
+func (pl *plan) foldOut(f fold, r, n int) {
+	if r >= 2*f.rem {
+		return
+	}
+	if r%2 == 0 {
+		pl.step(r+1, 0, n, -1, 0, 0, false)
+		return
+	}
+	pl.step(-1, 0, 0, r-1, 0, n, false)
 }
 
 // foldIn performs the folding step of f for rank r: an odd rank below
@@ -148,107 +165,48 @@ func foldOut[T Number](x *xfer[T], f fold, r int, v []T) error {
 // ringReduceScatter reduces acc around the ring of virtual ranks 0..n-1
 // (this rank is vr, virtual rank v is real rank abs(v)): afterwards
 // acc[bounds[vr]:bounds[vr+1]] holds the reduction of every rank's block
-// vr. Pipelined (see ringPipe); steps from base on.
+// vr. Pipelined (see ring); steps from base on.
 func ringReduceScatter[T Number](x *xfer[T], vr, n int, abs func(int) int, acc []T, bounds []int, base int) error {
-	return ringPipe(x, vr, n, abs, acc, bounds, base, 0, n-1)
+	pl := newPlan(piecesFor[T](x.t, bounds), base)
+	pl.ring(vr, n, abs, bounds, 0, n-1)
+	return runPipe(x, pl, acc)
 }
 
 // ringAllgather circulates the blocks around the ring of virtual ranks
 // 0..n-1: acc[bounds[vr]:bounds[vr+1]] holds this rank's block; afterwards
-// acc holds every rank's. Pipelined (see ringPipe); steps from base on.
+// acc holds every rank's. Pipelined (see ring); steps from base on.
 func ringAllgather[T Number](x *xfer[T], vr, n int, abs func(int) int, acc []T, bounds []int, base int) error {
-	return ringPipe(x, vr, n, abs, acc, bounds, base, n-1, 2*(n-1))
+	pl := newPlan(piecesFor[T](x.t, bounds), base)
+	pl.ring(vr, n, abs, bounds, n-1, 2*(n-1))
+	return runPipe(x, pl, acc)
 }
 
-// RingPiece is the size in bytes of the pieces ringPipe cuts each block
-// into (fewer when the block is smaller): large enough that a piece's
-// per-message cost is small against its time on the rails (a few
-// milliseconds at hundreds of Mbit/s), small enough that a block's pieces
-// overlap their stages.
-const RingPiece = 256 << 10
-
-// ringPieces is how many pieces ringPipe cuts blocks of at most maxElems
-// elements of size elem into: ceil(maxElems*elem / RingPiece), at least 1.
-func ringPieces(maxElems, elem int) int {
-	return max(1, (maxElems*elem+RingPiece-1)/RingPiece)
-}
-
-// ringPipe runs stages from..to-1 of the ring allreduce over the virtual
-// ranks 0..n-1 (this rank is vr; virtual v is real rank abs(v)) on acc,
-// cut into blocks at bounds: stages 0..n-2 are the reduce-scatter (in
-// stage g a rank sends block vr-g-1 to the next rank and reduces block
-// vr-g-2 from the previous one into acc), stages n-1..2n-3 the allgather
-// (stage n-1+t: send block vr-t, receive block vr-t-1 into acc). What a
-// rank receives in stage g is what it sends in stage g+1.
-//
-// Pipelined: every block is cut into the same number m of pieces
-// (ringPieces), and a piece goes on to the next rank as soon as it has
-// arrived and been reduced, while the rest of its stage is still on the
-// way and without waiting for earlier sends to be acknowledged (each send
-// runs in a goroutine of its own). Piece c of stage g is step
-// base + (g-from)*m + c. A piece in acc is written again only n-1 stages
-// after it was sent, which needs the next rank to have received it first:
-// no send can read a piece while it is being overwritten.
-func ringPipe[T Number](x *xfer[T], vr, n int, abs func(int) int, acc []T, bounds []int, base, from, to int) error {
+// ring adds stages from..to-1 of the ring allreduce over the virtual
+// ranks 0..n-1 (this rank is vr; virtual v is real rank abs(v)) to plan
+// pl, the vector cut into blocks at bounds: stages 0..n-2 are the
+// reduce-scatter (in stage g a rank sends block vr-g-1 to the next rank
+// and reduces block vr-g-2 from the previous one into its own), stages
+// n-1..2n-3 the allgather (stage n-1+t: send block vr-t, receive block
+// vr-t-1). What a rank receives in stage g is what it sends in stage
+// g+1: cut into pieces (runPipe), a piece goes on to the next rank as
+// soon as it has arrived and been reduced, while the rest of its stage is
+// still on the way. A piece is written again only n-1 stages after it was
+// sent, with what the next ranks computed from it.
+func (pl *plan) ring(vr, n int, abs func(int) int, bounds []int, from, to int) {
 	if n < 2 || from >= to {
-		return nil
+		return
 	}
 	next, prev := abs(mod(vr+1, n)), abs(mod(vr-1, n))
-	maxElems := 0
-	for b := 0; b < n; b++ {
-		maxElems = max(maxElems, bounds[b+1]-bounds[b])
-	}
-	m := ringPieces(maxElems, elemSize[T]())
-	piece := func(b, c int) []T {
-		lo, size := bounds[b], bounds[b+1]-bounds[b]
-		return acc[lo+c*size/m : lo+(c+1)*size/m]
-	}
 	sendBlock := func(g int) int {
 		if g < n-1 {
 			return mod(vr-g-1, n)
 		}
 		return mod(vr-(g-(n-1)), n)
 	}
-	recvBlock := func(g int) int { return sendBlock(g + 1) }
-	step := func(g, c int) int { return base + (g-from)*m + c }
-	grp := newGroup(x.ctx)
-	send := func(g, c int) {
-		b, st := asBytes(piece(sendBlock(g), c)), step(g, c)
-		grp.spawn(func(ctx context.Context) error {
-			if err := x.t.Send(ctx, next, st, b); err != nil {
-				return sendErr(next, st, err)
-			}
-			return nil
-		})
+	for g := from; g < to; g++ {
+		sb, rb := sendBlock(g), sendBlock(g+1)
+		pl.step(next, bounds[sb], bounds[sb+1], prev, bounds[rb], bounds[rb+1], g < n-1)
 	}
-	for c := 0; c < m; c++ {
-		send(from, c)
-	}
-	grp.do(func(ctx context.Context) error {
-		for g := from; g < to; g++ {
-			for c := 0; c < m; c++ {
-				st := step(g, c)
-				b, err := x.t.Recv(ctx, prev, st)
-				if err != nil {
-					return recvErr(prev, st, err)
-				}
-				v := piece(recvBlock(g), c)
-				if err := x.checkLen(prev, st, b, len(v)); err != nil {
-					return err
-				}
-				if g < n-1 {
-					x.reduceBytes(v, b)
-				} else {
-					decode(v, b)
-				}
-				if g+1 < to {
-					send(g+1, c)
-				}
-			}
-		}
-		return nil
-	})
-	return grp.wait()
 }
 
 // subtree returns the span of virtual rank v's binomial subtree: the

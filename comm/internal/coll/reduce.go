@@ -78,7 +78,8 @@ func reduceBinomial[T Number](x *xfer[T], send, recv []T, root int) error {
 // reduceRabenseifner: fold to a power of two p, reduce-scatter by recursive
 // halving (participant i ends with block i of p, fully reduced), then
 // gather the blocks to the root's participant along a binomial tree, which
-// passes the result to the root if the root was folded away.
+// passes the result to the root if the root was folded away. Pipelined
+// (runPipe).
 func reduceRabenseifner[T Number](x *xfer[T], send, recv []T, root int) error {
 	r := x.t.Rank()
 	f := newFold(x.t.Size())
@@ -89,50 +90,43 @@ func reduceRabenseifner[T Number](x *xfer[T], send, recv []T, root int) error {
 	} else {
 		acc = slices.Clone(send)
 	}
-	if err := foldIn(x, f, r, acc); err != nil {
-		return err
-	}
 	newRoot := f.newRank(root)
 	if newRoot < 0 {
 		newRoot = f.newRank(root - 1)
 	}
+	bounds := evenBounds(len(acc), f.p)
+	pl := newPlan(piecesFor[T](x.t, bounds), 0)
+	pl.foldIn(f, r, len(acc))
 	if nr := f.newRank(r); nr >= 0 {
-		bounds := evenBounds(len(acc), f.p)
-		if err := halving(x, f, nr, acc, bounds, stepCore); err != nil {
-			return err
-		}
-		if err := gatherPow2(x, f, nr, newRoot, acc, bounds, stepCore+log2(f.p)); err != nil {
-			return err
-		}
+		pl.halving(f, nr, bounds)
+		pl.gatherPow2(f, nr, newRoot, bounds)
 	}
 	switch {
 	case r == root && f.newRank(r) < 0:
-		return x.recv(f.oldRank(newRoot), stepUnfold, recv)
+		pl.step(-1, 0, 0, f.oldRank(newRoot), 0, len(acc), false)
 	case r != root && f.newRank(r) == newRoot:
-		return x.send(root, stepUnfold, acc)
+		pl.step(root, 0, len(acc), -1, 0, 0, false)
 	}
-	return nil
+	return runPipe(x, pl, acc)
 }
 
-// gatherPow2 gathers the p participants' blocks (participant i holds
-// acc[bounds[i]:bounds[i+1]]) to participant newRoot along the binomial
-// tree of the recursive-halving partners: at distance 1, 2, 4, ... the
-// participant whose bit differs from newRoot's hands its range to its
-// partner. Steps base..base+log2(p)-1.
-func gatherPow2[T Number](x *xfer[T], f fold, nr, newRoot int, acc []T, bounds []int, base int) error {
-	for i, mask := 0, 1; mask < f.p; i, mask = i+1, mask<<1 {
+// gatherPow2 adds to plan pl the gathering of the p participants' blocks
+// (participant i holds [bounds[i], bounds[i+1])) to participant newRoot
+// along the binomial tree of the recursive-halving partners: at distance
+// 1, 2, 4, ... the participant whose bit differs from newRoot's hands its
+// range to its partner.
+func (pl *plan) gatherPow2(f fold, nr, newRoot int, bounds []int) {
+	for mask := 1; mask < f.p; mask <<= 1 {
 		pnr := nr ^ mask
 		partner := f.oldRank(pnr)
 		if (nr^newRoot)&mask != 0 {
 			lo := nr &^ (mask - 1)
-			return x.send(partner, base+i, acc[bounds[lo]:bounds[lo+mask]])
+			pl.step(partner, bounds[lo], bounds[lo+mask], -1, 0, 0, false)
+			return
 		}
 		lo := pnr &^ (mask - 1)
-		if err := x.recv(partner, base+i, acc[bounds[lo]:bounds[lo+mask]]); err != nil {
-			return err
-		}
+		pl.step(-1, 0, 0, partner, bounds[lo], bounds[lo+mask], false)
 	}
-	return nil
 }
 
 // Allreduce reduces every rank's buf with op and leaves the result in
@@ -156,7 +150,10 @@ func Allreduce[T Number](ctx context.Context, t Transport, buf []T, op Op, algo 
 	case Ring:
 		// Both halves in one pipeline: a piece reduced last goes round
 		// again at once.
-		err = ringPipe(x, r, n, func(v int) int { return v }, buf, evenBounds(len(buf), n), 0, 0, 2*(n-1))
+		bounds := evenBounds(len(buf), n)
+		pl := newPlan(piecesFor[T](x.t, bounds), 0)
+		pl.ring(r, n, func(v int) int { return v }, bounds, 0, 2*(n-1))
+		err = runPipe(x, pl, buf)
 	}
 	return wrap(CollAllreduce, a, err)
 }
@@ -181,22 +178,19 @@ func allreduceRecursiveDoubling[T Number](x *xfer[T], f fold, buf []T) error {
 }
 
 // allreduceRabenseifner: fold, reduce-scatter by recursive halving,
-// allgather by recursive doubling, unfold.
+// allgather by recursive doubling, unfold; pipelined (runPipe): every step
+// cut into pieces that go on as soon as they have been reduced.
 func allreduceRabenseifner[T Number](x *xfer[T], f fold, buf []T) error {
 	r := x.t.Rank()
-	if err := foldIn(x, f, r, buf); err != nil {
-		return err
-	}
+	bounds := evenBounds(len(buf), f.p)
+	pl := newPlan(piecesFor[T](x.t, bounds), 0)
+	pl.foldIn(f, r, len(buf))
 	if nr := f.newRank(r); nr >= 0 {
-		bounds := evenBounds(len(buf), f.p)
-		if err := halving(x, f, nr, buf, bounds, stepCore); err != nil {
-			return err
-		}
-		if err := doubling(x, f, nr, buf, bounds, stepCore+log2(f.p)); err != nil {
-			return err
-		}
+		pl.halving(f, nr, bounds)
+		pl.doubling(f, nr, bounds)
 	}
-	return foldOut(x, f, r, buf)
+	pl.foldOut(f, r, len(buf))
+	return runPipe(x, pl, buf)
 }
 
 // ReduceScatter reduces every rank's send (n elements, the same n on every
@@ -233,26 +227,26 @@ func ReduceScatter[T Number](ctx context.Context, t Transport, send, recv []T, o
 
 // reduceScatterHalving: fold (an even rank below 2*rem then stands for its
 // odd neighbour's block too), recursive halving over the participants'
-// blocks, then the even ranks send the odd ones their block.
+// blocks, then the even ranks send the odd ones their block. Pipelined
+// (runPipe).
 func reduceScatterHalving[T Number](x *xfer[T], send, recv []T, bounds []int) error {
 	r := x.t.Rank()
 	f := newFold(x.t.Size())
 	acc := slices.Clone(send)
-	if err := foldIn(x, f, r, acc); err != nil {
-		return err
-	}
+	pl := newPlan(piecesFor[T](x.t, bounds), 0)
+	pl.foldIn(f, r, len(acc))
 	if nr := f.newRank(r); nr >= 0 {
-		if err := halving(x, f, nr, acc, f.superBounds(bounds), stepCore); err != nil {
-			return err
-		}
+		pl.halving(f, nr, f.superBounds(bounds))
 	}
 	if r < 2*f.rem {
 		if r%2 == 1 {
-			return x.recv(r-1, stepUnfold, recv)
+			pl.step(-1, 0, 0, r-1, bounds[r], bounds[r+1], false)
+		} else {
+			pl.step(r+1, bounds[r+1], bounds[r+2], -1, 0, 0, false)
 		}
-		if err := x.send(r+1, stepUnfold, acc[bounds[r+1]:bounds[r+2]]); err != nil {
-			return err
-		}
+	}
+	if err := runPipe(x, pl, acc); err != nil {
+		return err
 	}
 	copy(recv, acc[bounds[r]:bounds[r+1]])
 	return nil
