@@ -108,6 +108,7 @@ type Conn struct {
 	pokeStop      func() bool
 	graceTimer    *time.Timer
 	creditUnsent  atomic.Uint64 // credit returned by Recv, not yet announced promptly
+	path          pathCounters  // Stats.Path
 
 	rmu         sync.Mutex
 	re          *reasm.Reassembler

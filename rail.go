@@ -43,7 +43,8 @@ type rail struct {
 	rs         rstate        // guarded by rdMu
 	bgResume   chan struct{} // cap 1: the reader goroutine may read again
 	pokeMu     sync.Mutex
-	poked      bool        // a read deadline was set to interrupt a Recv (guarded by pokeMu)
+	poked      bool        // a read deadline was set to interrupt the read (guarded by pokeMu)
+	pokedRecv  bool        // ... for a Recv whose context ended (not only for data: pokeData)
 	pollWait   atomic.Bool // the reader stopped busy-polling and waits in the kernel (poll.go)
 	pollCh     chan int    // cap 1: the poller's word to the parked reader (poll.go)
 
@@ -116,10 +117,20 @@ func (r *rail) takeDownLocked(err error) []entry {
 // poke interrupts a Recv blocked reading r; see read.
 func (r *rail) poke() {
 	r.pokeMu.Lock()
-	r.poked = true
+	r.poked, r.pokedRecv = true, true
 	_ = r.c.SetReadDeadline(time.Unix(1, 0))
 	r.pokeMu.Unlock()
 	unpark(r, pollReady) // a reader parked for busy polling reads, and sees the deadline
+}
+
+// pokeData interrupts a read of r that waits in the kernel while the
+// poller runs (its socket has something, which the Go scheduler would
+// see late): the read resumes at once and finds it; see read.
+func (r *rail) pokeData() {
+	r.pokeMu.Lock()
+	r.poked = true
+	_ = r.c.SetReadDeadline(time.Unix(1, 0))
+	r.pokeMu.Unlock()
 }
 
 // ackDue runs when a delayed ACK's time is up: the writer sends it unless
