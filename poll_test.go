@@ -225,3 +225,44 @@ func TestBusyPollResumeWakesOne(t *testing.T) {
 		}
 	}
 }
+
+// TestBusyPollLazyAckArrives: on polling connections an eager message's
+// ACK may wait for a frame to ride on, but with nothing to ride on it
+// still goes out on its own (a bare ACK, counted in Stats.Path): the
+// sender's segment is acknowledged. Sealed frames count their records.
+func TestBusyPollLazyAckArrives(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("polling a socket without waiting needs Linux")
+	}
+	a, b := pair(t, 3, Config{Token: NewToken(), BusyPoll: time.Millisecond})
+	defer a.Close()
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range 20 {
+		if err := a.Send(ctx, 1, []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Recv(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(ctx, t, "every eager segment to be acknowledged", func() bool {
+		for _, r := range a.Stats().Rails {
+			if r.InFlight != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	sa, sb := a.Stats().Path, b.Stats().Path
+	if sb.BareAcks == 0 || sb.Writes < sb.BareAcks {
+		t.Errorf("receiver: %d writes, %d bare ACKs; want at least one bare ACK among the writes", sb.Writes, sb.BareAcks)
+	}
+	if sa.Writes == 0 || sa.Seals < 3*20 {
+		t.Errorf("sender: %d writes, %d seals; want writes and at least 3 sealed records per message", sa.Writes, sa.Seals)
+	}
+	if sb.FramesRead < 20 {
+		t.Errorf("receiver read %d frames, want at least the 20 messages", sb.FramesRead)
+	}
+}
