@@ -63,29 +63,15 @@ const (
 // poller: a polling thread otherwise keeps its core until the kernel's
 // tick when another thread of the machine lands on it (such as the other
 // end of a loopback or lab connection), which then waits hundreds of
-// microseconds. When this process has fewer threads of Go code than the
-// machine has cores (GOMAXPROCS lowered to the process's share because
-// ranks outnumber cores, or a CPU quota), the threads it polls against are
-// most likely other processes' on the same cores: it yields after every
-// poll (yieldShared).
-const (
-	yieldEvery  = 4
-	yieldShared = 1
-)
+// microseconds. (Yielding after every poll when ranks outnumber cores was
+// tried: in the 4-host lab on 2 cores it made the 8-byte allreduce slower,
+// 1.66-1.87x Open MPI's time against 1.06-1.54x, issue 27.)
+const yieldEvery = 4
 
 // pollStepMax is the most a poll counts towards the quiet that ends
 // polling: a longer time since the previous poll was spent waiting for a
 // core (or running other goroutines of the process), not polling.
 const pollStepMax = 25 * time.Microsecond
-
-// pollYieldEvery is yieldEvery, or yieldShared when this process has
-// fewer threads of Go code than the machine has CPUs.
-func pollYieldEvery() int {
-	if runtime.GOMAXPROCS(0) < runtime.NumCPU() {
-		return yieldShared
-	}
-	return yieldEvery
-}
 
 // pollJoin adds c to the polling connections (if it polls).
 func (c *Conn) pollJoin() {
@@ -240,12 +226,11 @@ func pollLoop() {
 	var (
 		fds    []pollFD
 		rails  []*rail
-		parked int                // rails[:parked] were parked, the rest sleepers
-		gen    = ^uint64(0)       // a start made pollers.gen at least 1 before
-		every  = pollYieldEvery() // polls between two sched_yield(2)s
-		seen   int64              // pollers.last at the previous poll
-		prev   int64              // pollNow() at the previous poll
-		polled int64              // polling time since the last activity
+		parked int          // rails[:parked] were parked, the rest sleepers
+		gen    = ^uint64(0) // a start made pollers.gen at least 1 before
+		seen   int64        // pollers.last at the previous poll
+		prev   int64        // pollNow() at the previous poll
+		polled int64        // polling time since the last activity
 	)
 	for i := 1; ; i++ {
 		// The quiet is the time spent polling since the last activity,
@@ -313,7 +298,7 @@ func pollLoop() {
 				r.pokeData()
 			}
 		}
-		if i%every == 0 {
+		if i%yieldEvery == 0 {
 			osYield()
 		}
 		runtime.Gosched()

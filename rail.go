@@ -31,8 +31,8 @@ type rail struct {
 	// frame of ours carries it first.
 	ackTimer  *time.Timer
 	ackArmed  atomic.Bool
-	ackLazy   bool         // the connection polls: ACKs wait longer while the process is busy (ackDue)
-	ackSince  atomic.Int64 // pollNow() when the timer was armed for what is unacknowledged now
+	ackLazy   bool          // the connection polls: ACKs wait longer while the process is busy (ackDue)
+	ackSince  atomic.Int64  // pollNow() when the timer was armed for what is unacknowledged now
 	ackedOut  atomic.Uint64 // the Received count of the last ACK written
 	creditDue atomic.Bool   // returned credit waits for an ACK
 
