@@ -108,6 +108,7 @@ type Conn struct {
 	pokeStop      func() bool
 	graceTimer    *time.Timer
 	creditUnsent  atomic.Uint64 // credit returned by Recv, not yet announced promptly
+	path          pathCounters  // Stats.Path
 
 	rmu         sync.Mutex
 	re          *reasm.Reassembler
@@ -190,6 +191,7 @@ func newConn(cfg config, session [16]byte, key [32]byte, rails []railInit, peer 
 		}
 		r.core = core
 		r.onAck = func(e entry) { c.acked(r, e) }
+		r.ackLazy = cfg.BusyPoll > 0
 		r.ackTimer = time.AfterFunc(time.Hour, r.ackDue)
 		r.ackTimer.Stop()
 		c.rails = append(c.rails, r)

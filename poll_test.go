@@ -36,7 +36,7 @@ func waitPollerIdle(t *testing.T) {
 	waitFor(ctx, t, "the poller goroutine to end after the last message", func() bool {
 		pollers.mu.Lock()
 		defer pollers.mu.Unlock()
-		return !pollers.running
+		return !pollers.running.Load()
 	})
 }
 
@@ -176,5 +176,93 @@ func TestBusyPollClose(t *testing.T) {
 	defer pollers.mu.Unlock()
 	if len(pollers.parked) != 0 || len(pollers.conns) != 0 {
 		t.Errorf("after Close: %d readers parked, %d connections polling; want none", len(pollers.parked), len(pollers.conns))
+	}
+}
+
+// TestBusyPollResumeWakesOne: once the polling connections have been
+// quiet for their BusyPoll, their readers wait in the kernel; the next
+// message wakes the reader of the rail it came on and no other (waking
+// every reader to poll again put a goroutine per rail of the process
+// ahead of that message). Stats.Path counts the lapses and the wake.
+func TestBusyPollResumeWakesOne(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("polling a socket without waiting needs Linux")
+	}
+	a, b := pair(t, 3, Config{Token: NewToken(), BusyPoll: time.Millisecond})
+	defer a.Close()
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sleeping := func(r *rail) bool { return r.pollWait.Load() }
+	for round := range 5 {
+		if err := a.Send(ctx, 1, []byte("wake up")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Recv(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitPollerIdle(t)
+		waitFor(ctx, t, "every reader of b to wait in the kernel", func() bool {
+			return !slices.ContainsFunc(b.rails, func(r *rail) bool { return !sleeping(r) })
+		})
+		before := b.Stats()
+		if err := a.Send(ctx, 2, []byte("one message")); err != nil {
+			t.Fatal(err)
+		}
+		m, err := b.Recv(ctx)
+		if err != nil || string(m.Data) != "one message" {
+			t.Fatalf("round %d: Recv: %q, %v", round, m.Data, err)
+		}
+		after := b.Stats()
+		for i, r := range b.rails {
+			carried := after.Rails[i].SegmentsReceived != before.Rails[i].SegmentsReceived
+			if !carried && !sleeping(r) {
+				t.Errorf("round %d: rail %d carried nothing and its reader was woken", round, i)
+			}
+		}
+		if after.Path.PollLapses == 0 {
+			t.Errorf("round %d: no poll lapse counted after a quiet period", round)
+		}
+	}
+}
+
+// TestBusyPollLazyAckArrives: on polling connections an eager message's
+// ACK may wait for a frame to ride on, but with nothing to ride on it
+// still goes out on its own (a bare ACK, counted in Stats.Path): the
+// sender's segment is acknowledged. Sealed frames count their records.
+func TestBusyPollLazyAckArrives(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("polling a socket without waiting needs Linux")
+	}
+	a, b := pair(t, 3, Config{Token: NewToken(), BusyPoll: time.Millisecond})
+	defer a.Close()
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range 20 {
+		if err := a.Send(ctx, 1, []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Recv(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(ctx, t, "every eager segment to be acknowledged", func() bool {
+		for _, r := range a.Stats().Rails {
+			if r.InFlight != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	sa, sb := a.Stats().Path, b.Stats().Path
+	if sb.BareAcks == 0 || sb.Writes < sb.BareAcks {
+		t.Errorf("receiver: %d writes, %d bare ACKs; want at least one bare ACK among the writes", sb.Writes, sb.BareAcks)
+	}
+	if sa.Writes == 0 || sa.Seals < 3*20 {
+		t.Errorf("sender: %d writes, %d seals; want writes and at least 3 sealed records per message", sa.Writes, sa.Seals)
+	}
+	if sb.FramesRead < 20 {
+		t.Errorf("receiver read %d frames, want at least the 20 messages", sb.FramesRead)
 	}
 }

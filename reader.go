@@ -65,24 +65,28 @@ var errRailDone = errors.New("multirail: rail done")
 // (a Recv reading the rail itself had its context cancelled).
 var errPoked = errors.New("multirail: read interrupted")
 
-// unpoke reports whether a timeout on r came from poke, and if so undoes
-// it (restores the idle deadline).
-func (c *Conn) unpoke(r *rail) bool {
+// unpoke reports whether a timeout on r came from poke or pokeData, and
+// if so undoes it (restores the idle deadline); forRecv reports a poke
+// (a Recv's context ended), not only pokeData.
+func (c *Conn) unpoke(r *rail) (poked, forRecv bool) {
 	r.pokeMu.Lock()
 	defer r.pokeMu.Unlock()
 	if !r.poked {
-		return false
+		return false, false
 	}
-	r.poked = false
+	forRecv = r.pokedRecv
+	r.poked, r.pokedRecv = false, false
 	_ = r.c.SetReadDeadline(time.Now().Add(c.cfg.IdleTimeout))
 	r.rs.lastDL, r.rs.sinceDL = c.now(), 0
-	return true
+	return true, forRecv
 }
 
 // read fills p from r. An interruption by poke is undone; it is reported
 // as errPoked only at a frame boundary (boundary and nothing read yet),
 // otherwise the read resumes so that no frame is ever cut (the caller
-// checks its context before the next frame). The caller holds r.rdMu.
+// checks its context before the next frame). An interruption by pokeData
+// (the poller saw data for a read waiting in the kernel) is undone and
+// the read resumes. The caller holds r.rdMu.
 //
 // A long frame on a slow rail may take longer than IdleTimeout to arrive:
 // while at least minProgress bytes arrived since the deadline was last set
@@ -105,7 +109,8 @@ func (c *Conn) read(r *rail, p []byte, boundary bool) error {
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
 			return err
 		}
-		if !c.unpoke(r) {
+		poked, forRecv := c.unpoke(r)
+		if !poked {
 			if r.rs.sinceDL < minProgress {
 				return err
 			}
@@ -115,6 +120,10 @@ func (c *Conn) read(r *rail, p []byte, boundary bool) error {
 			}
 			r.pokeMu.Unlock()
 			r.rs.lastDL, r.rs.sinceDL = c.now(), 0
+			continue
+		}
+		if !forRecv {
+			c.path.kernelWakes.Add(1)
 			continue
 		}
 		if boundary && n == 0 && r.br.Buffered() == 0 {
@@ -238,6 +247,7 @@ func (c *Conn) readFrame(r *rail) error {
 		}
 		return c.readFail(r, err)
 	}
+	c.path.framesRead.Add(1)
 	// One clock reading per frame, after its header arrived: it moves the
 	// read deadline when due (the rail is not idle) and times the frame's
 	// ACK. Each move leaves at least 3/4 IdleTimeout for the next header.

@@ -51,6 +51,9 @@ func (c *Conn) Recv(ctx context.Context) (Message, error) {
 			if r := c.rails[0]; r.rdMu.TryLock() {
 				err := c.readFrame(r)
 				r.rdMu.Unlock()
+				if err == nil {
+					c.path.directReads.Add(1)
+				}
 				if err == errPoked {
 					if ctx.Err() != nil {
 						return Message{}, ctx.Err()
@@ -70,6 +73,7 @@ func (c *Conn) Recv(ctx context.Context) (Message, error) {
 		}
 		c.recvWaiters++
 		c.rmu.Unlock()
+		c.path.recvWaits.Add(1)
 		select {
 		case <-ch:
 		case <-ctx.Done():

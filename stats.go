@@ -2,7 +2,10 @@
 
 package multirail
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // RecentChoices is how many of the scheduler's latest rail choices
 // Stats reports (SchedulerStats.Recent).
@@ -123,6 +126,59 @@ type Stats struct {
 	// Stages is the telemetry of the StageConn running over this
 	// connection, nil if there is none.
 	Stages *StageStats
+	// Path counts the steps the connection's messages took (system calls,
+	// seals, goroutine hand-offs, polling): divided by the messages, what
+	// a small message costs.
+	Path PathStats
+}
+
+// PathStats counts the steps of a connection's messages, over all its
+// rails, since it was made. The counts are what a small message costs
+// besides its bytes: divide them by MessagesSent + MessagesReceived.
+type PathStats struct {
+	// Writes counts the writes of frames (one writev each, whatever the
+	// number of frames); BareAcks counts the writes that carried an ACK
+	// and no DATA frame (an ACK that found no data to ride on).
+	Writes, BareAcks uint64
+	// Seals counts the records sealed (0 in plaintext): each is one AEAD
+	// operation and Overhead bytes on the wire.
+	Seals uint64
+	// FramesRead counts the frames read; DirectReads counts those a Recv
+	// read itself (single rail) rather than the rail's reader goroutine.
+	FramesRead, DirectReads uint64
+	// RecvWaits counts the Recvs that waited to be handed a message by
+	// another goroutine (a rail's reader, or another Recv): one goroutine
+	// hand-off each.
+	RecvWaits uint64
+	// PollParks counts the times a reader parked at the process's poller
+	// (Config.BusyPoll) and PollWakes the times the poller woke it
+	// because its socket had something (one hand-off each).
+	PollParks, PollWakes uint64
+	// PollLapses counts the times a reader stopped polling because no
+	// polling connection of the process had been active for BusyPoll,
+	// and waited in the kernel; KernelWakes counts the reads waiting in
+	// the kernel that the poller cut short because their socket had
+	// something. Many lapses per message mean that the exchanges are
+	// slower than BusyPoll, and every message pays a wake-up from the
+	// kernel.
+	PollLapses, KernelWakes uint64
+}
+
+// pathCounters are a connection's PathStats, counted as they happen.
+type pathCounters struct {
+	writes, bareAcks, seals            atomic.Uint64
+	framesRead, directReads, recvWaits atomic.Uint64
+	pollParks, pollWakes               atomic.Uint64
+	pollLapses, kernelWakes            atomic.Uint64
+}
+
+func (p *pathCounters) snapshot() PathStats {
+	return PathStats{
+		Writes: p.writes.Load(), BareAcks: p.bareAcks.Load(), Seals: p.seals.Load(),
+		FramesRead: p.framesRead.Load(), DirectReads: p.directReads.Load(), RecvWaits: p.recvWaits.Load(),
+		PollParks: p.pollParks.Load(), PollWakes: p.pollWakes.Load(),
+		PollLapses: p.pollLapses.Load(), KernelWakes: p.kernelWakes.Load(),
+	}
 }
 
 // Stats returns a snapshot of the connection's telemetry. With a scheduler
@@ -199,5 +255,6 @@ func (c *Conn) Stats() Stats {
 	c.rmu.Lock()
 	st.ReassemblyBytes = c.re.Held()
 	c.rmu.Unlock()
+	st.Path = c.path.snapshot()
 	return st
 }

@@ -47,6 +47,7 @@ type wstate struct {
 	wv        net.Buffers
 	run       []byte // contiguous bytes of a write: control, headers, small payloads
 	ctl       []byte
+	records   int // records sealed into out (Stats.Path.Seals)
 	ackSent   uint64
 	creditOut uint64
 	pingDue   bool
@@ -108,7 +109,9 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 	if got == 0 {
 		arrived = 0 // a new connection (rejoin): nothing arrived on it yet
 	}
+	acking := false
 	if got != w.ackSent || credit != w.creditOut {
+		acking = true
 		w.ackSent, w.creditOut = got, credit
 		w.ctl = wire.AppendAck(w.ctl, wire.Ack{Received: got, Credit: credit, Arrived: arrived})
 		r.ackedOut.Store(got)
@@ -144,6 +147,13 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 			r.segsOut.Add(-uint64(len(w.batch)))
 		}
 		return 0, err
+	}
+	c.path.writes.Add(1)
+	if acking && len(w.batch) == 0 {
+		c.path.bareAcks.Add(1)
+	}
+	if w.seal != nil {
+		c.path.seals.Add(uint64(w.records))
 	}
 	frames := len(w.batch)
 	if len(w.ctl) > 0 {
@@ -195,13 +205,16 @@ func (w *wstate) sealBatch() []byte {
 		w.out = make([]byte, 0, size)
 	}
 	out := hs.SealFrames(w.seal, w.out[:0], w.ctl)
+	plain := len(w.ctl)
 	for _, e := range w.batch {
 		s := e.Seg
 		out = w.seal.Seal(out, s.hdr[:wire.HeaderSize])
 		out = w.seal.Seal(out, s.hdr[wire.HeaderSize:])
 		out = hs.SealPayload(w.seal, out, s.payload)
+		plain += wire.DataHeaderSize + len(s.payload)
 	}
 	w.out = out
+	w.records = (len(out) - plain) / hs.Overhead
 	return out
 }
 
