@@ -220,17 +220,18 @@ func (c Config) validate() (config, error) {
 // emulated rails of 200, 100 and 50 Mbit/s, every algorithm forced;
 // BENCHMARKS.md, "Collectives on N ranks"; alltoall's upper threshold
 // on the lab's tbf rails, 3 and 4 hosts at 150/75/40 Mbit/s; allreduce's
-// upper one checked on the lab's tbf rails, 4 hosts at 200/100/50 and
-// 100/50/25 Mbit/s, docs/comm.md):
+// upper one on the lab's tbf rails, 4 hosts at 200/100/50 and 100/50/25
+// Mbit/s, checked on held-out 150/75/40 and 300/50 and on emulated rails,
+// docs/comm.md):
 //
 //   - allreduce: recursive doubling up to 8 KiB (MPICH: 2 KiB),
-//     rabenseifner up to 2 MiB (512 KiB), ring above;
+//     rabenseifner up to 256 KiB (512 KiB), ring above;
 func MeasuredThresholds() Thresholds {
 	th := coll.DefaultThresholds()
 	th.BcastShort = 1 << 20
 	th.BcastMinProcs = 4
 	th.AllreduceShort = 8 << 10
-	th.AllreduceLong = 2 << 20
+	th.AllreduceLong = 256 << 10
 	th.AlltoallShort = 4 << 10
 	th.AlltoallMinProcs = 4
 	th.AlltoallMedium = 512 << 10
