@@ -179,20 +179,28 @@ func TestBusyPollClose(t *testing.T) {
 	}
 }
 
+// pollingPair connects two Conns of three rails that busy-poll for 1 ms
+// (Linux only: the test skips elsewhere), closed at the test's end, and a
+// context for the test's calls.
+func pollingPair(t *testing.T) (a, b *Conn, ctx context.Context) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("polling a socket without waiting needs Linux")
+	}
+	a, b = pair(t, 3, Config{Token: NewToken(), BusyPoll: time.Millisecond})
+	t.Cleanup(func() { a.Close(); b.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return a, b, ctx
+}
+
 // TestBusyPollResumeWakesOne: once the polling connections have been
 // quiet for their BusyPoll, their readers wait in the kernel; the next
 // message wakes the reader of the rail it came on and no other (waking
 // every reader to poll again put a goroutine per rail of the process
 // ahead of that message). Stats.Path counts the lapses and the wake.
 func TestBusyPollResumeWakesOne(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("polling a socket without waiting needs Linux")
-	}
-	a, b := pair(t, 3, Config{Token: NewToken(), BusyPoll: time.Millisecond})
-	defer a.Close()
-	defer b.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	a, b, ctx := pollingPair(t)
 	sleeping := func(r *rail) bool { return r.pollWait.Load() }
 	for round := range 5 {
 		if err := a.Send(ctx, 1, []byte("wake up")); err != nil {
@@ -231,14 +239,7 @@ func TestBusyPollResumeWakesOne(t *testing.T) {
 // still goes out on its own (a bare ACK, counted in Stats.Path): the
 // sender's segment is acknowledged. Sealed frames count their records.
 func TestBusyPollLazyAckArrives(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("polling a socket without waiting needs Linux")
-	}
-	a, b := pair(t, 3, Config{Token: NewToken(), BusyPoll: time.Millisecond})
-	defer a.Close()
-	defer b.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	a, b, ctx := pollingPair(t)
 	for i := range 20 {
 		if err := a.Send(ctx, 1, []byte{byte(i)}); err != nil {
 			t.Fatal(err)
