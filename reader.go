@@ -276,7 +276,9 @@ func (c *Conn) readFrame(r *rail) error {
 		if err != nil {
 			return c.readFail(r, err)
 		}
+		c.ackAfterControl(r)
 	case wire.TypePing:
+		c.ackAfterControl(r)
 	case wire.TypeGoAway:
 		if err := c.readRecord(r, rs.body[:h.Len], false); err != nil {
 			return c.readFail(r, err)
@@ -412,6 +414,26 @@ func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits, now int64) erro
 	}
 	rs.completed = false
 	return nil
+}
+
+// ackAfterControl acknowledges DATA read before the control frame just
+// read (an ACK or PING of the peer's). readData leaves the ACK of a frame
+// followed by buffered bytes to the next frame's readData; when that next
+// frame is a control frame and the last buffered, no readData follows, and
+// without this the ACK waited for the rail's next DATA frame: a rail that
+// then fell quiet was taken down as stalled (Config.RailTimeout) with
+// segments that had arrived. Caller holds r.rdMu.
+func (c *Conn) ackAfterControl(r *rail) {
+	rs := &r.rs
+	if rs.sinceAck == 0 || r.br.Buffered() != 0 {
+		return
+	}
+	if rs.prompt {
+		r.signal()
+	} else {
+		r.delayAck()
+	}
+	rs.prompt, rs.sinceAck = false, 0
 }
 
 // arrivalReread is the payload size from which a DATA frame's arrival is
