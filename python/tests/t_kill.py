@@ -44,7 +44,10 @@ for i in range(1000):
         killed = float(open(stamp).read())
         secs = now - killed
         C.log(f"raised {secs:.3f}s after rank 2 was killed, at step {i}: {type(e).__name__}: {str(e)[:300]}")
-        C.check(i >= 30, f"raised before the kill, at {i}")
+        # Step 29 may fail too: rank 2's allreduce of step 29 returned once
+        # its own receives were done and its last sends queued
+        # (Conn.SendOwned), and the kill can take those sends with it.
+        C.check(i >= 29, f"raised before the kill, at {i}")
         C.check(secs < 30, f"took {secs:.1f}s to raise")
         C.done(raised_after_s=round(secs, 3), error=type(e).__name__, message=str(e)[:300], iteration=i,
                sigterm_after_s=round(terms[0] - killed, 3) if terms else None)
