@@ -4,6 +4,8 @@
 package multirail
 
 import (
+	"context"
+	"log/slog"
 	"time"
 
 	"github.com/multirail/multirail/internal/sender"
@@ -21,6 +23,9 @@ type planRecord struct {
 	start int64
 	bytes []int64
 	end   []int64
+	plan  []int64   // the shares as planned, before tail moves
+	rates []float64 // the lanes' rates the plan used, Mbit/s (for the debug log)
+	back  []int64   // the lanes' backlogs the plan used
 }
 
 // PlanStats describes the last planned message whose every frame was
@@ -81,7 +86,8 @@ func (c *Conn) queuePlannedLocked(m *msgFrames) (*rail, error) {
 	n := len(c.rails)
 	now := c.now()
 	seg := int64(c.cfg.SegmentSize)
-	c.shares = sender.Split(int64(len(m.msg)), seg, c.lanesLocked(), planMinShare, c.shares)
+	lanes := c.lanesLocked()
+	c.shares = sender.Split(int64(len(m.msg)), seg, lanes, planMinShare, c.shares)
 	cur := make([]int, 2*n)
 	end := cur[n:]
 	cur = cur[:n]
@@ -99,7 +105,11 @@ func (c *Conn) queuePlannedLocked(m *msgFrames) (*rail, error) {
 	if partial >= 0 {
 		cur[partial], end[partial] = off, len(m.msg)
 	}
-	rec := &planRecord{start: now, bytes: make([]int64, n), end: make([]int64, n)}
+	rec := &planRecord{start: now, bytes: make([]int64, n), end: make([]int64, n), plan: append([]int64(nil), c.shares...)}
+	for _, l := range lanes {
+		rec.rates = append(rec.rates, l.Rate/1e6)
+		rec.back = append(rec.back, l.Backlog)
+	}
 	m.om.plan = rec
 	c.plans++
 	continuous := !c.dispatched()
@@ -199,5 +209,15 @@ func (c *Conn) planAcked(i int, s *segment, now int64) {
 	p.end[i] = max(p.end[i], now)
 	if s.msg.remaining == 0 {
 		c.lastPlan = p
+		if !c.log.Enabled(context.Background(), slog.LevelDebug) {
+			return
+		}
+		ends := make([]float64, len(p.end))
+		for k, e := range p.end {
+			if e > 0 {
+				ends[k] = float64(e-p.start) / 1e6
+			}
+		}
+		c.log.Debug("planned message acknowledged", "plan", p.plan, "bytes", p.bytes, "rates_mbit", p.rates, "backlog", p.back, "ends_ms", ends)
 	}
 }

@@ -78,18 +78,7 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 		if r.notSent >= fastNotSent {
 			maxBatch = r.notSent
 		}
-		limit := r.core.Sendable()
-		if w.draining {
-			limit = r.core.Len()
-		}
-		for len(w.batch) < limit && (n == 0 || n+r.core.Front().Size <= maxBatch) {
-			e := r.core.Take(now)
-			n += e.Size
-			w.batch = append(w.batch, e)
-		}
-		if c.planning && r.core.Len() == 0 {
-			c.stealLocked(r, now) // taken by the next batch
-		}
+		n = c.takeBatchLocked(r, now, maxBatch)
 		if len(w.batch) > 0 {
 			c.fillStates()
 			for _, e := range w.batch {
@@ -252,6 +241,36 @@ func (w *wstate) plainBatch(iov net.Buffers) net.Buffers {
 }
 
 var errGoingAway = errors.New("multirail: closing")
+
+// takeBatchLocked takes up to maxBatch bytes of r's queue (at least one
+// segment if any may be taken) into r.w.batch and returns their bytes. A
+// rail whose queue is empty first takes the tail of a planned message
+// from a rail that fell behind (stealLocked), so that a writer woken with
+// nothing of its own leaves with a batch: flush ends at the first empty
+// batch, and frames stolen then would wait for the rail's next wake-up
+// (its ping tick, IdleTimeout/3: seen in the lab as alltoall steps of
+// 8-10 s). A queue emptied by this batch steals again for the next one.
+// Caller holds c.mu and r.wmu.
+func (c *Conn) takeBatchLocked(r *rail, now int64, maxBatch int) int {
+	w := &r.w
+	if c.planning && r.core.Len() == 0 {
+		c.stealLocked(r, now)
+	}
+	limit := r.core.Sendable()
+	if w.draining {
+		limit = r.core.Len()
+	}
+	n := 0
+	for len(w.batch) < limit && (n == 0 || n+r.core.Front().Size <= maxBatch) {
+		e := r.core.Take(now)
+		n += e.Size
+		w.batch = append(w.batch, e)
+	}
+	if n > 0 && c.planning && r.core.Len() == 0 {
+		c.stealLocked(r, now) // taken by the next batch
+	}
+	return n
+}
 
 // flush writes until nothing is pending. ctlOnly limits it to control
 // frames. The caller holds r.wmu.
