@@ -6,8 +6,9 @@
 // yet acknowledged, or for the simulator: in transmission), the release
 // count of the dispatch timer, and the estimators the schedulers read
 // through sched.RailState: the drain rate (bytes acknowledged over windows
-// of at least Config.RateWindow while the rail had a backlog, smoothed with
-// weight RateGain), the smoothed ACK delay, the last queue wait, and the
+// of at least Config.RateWindow while the rail had a backlog, and short
+// flights that took no such sample, each smoothed with weight RateGain),
+// the smoothed ACK delay, the last queue wait, and the
 // stall test. When the acknowledgements carry the peer's arrival times
 // (AckArrived), it also keeps the drain rate timed by them (ArrivalRate),
 // which a queue on the way back does not distort, and the forward delay

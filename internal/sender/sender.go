@@ -128,6 +128,13 @@ type Rail[T any] struct {
 	arrAcc  rateAcc
 	arrRate float64
 
+	// The current flight (see flightDone): when it began (a Take on a rail
+	// with nothing in flight), the bytes taken in it, whether every one of
+	// them was queued before the previous one was taken, and when that was.
+	flightAt, flightBytes int64
+	flightFed             bool
+	lastTake              int64
+
 	lastArr  int64 // the peer's arrival time of the last acknowledgement (AckArrived)
 	arrFresh bool  // no acknowledgement with an arrival time since the flight began
 	fwdMin   winMin
@@ -321,7 +328,12 @@ func (r *Rail[T]) Take(now int64) Entry[T] {
 	if r.inflight.Len() == 0 {
 		r.progressAt, r.lastAck = now, now // the rail's ACK clock starts with this segment
 		r.arrFresh = true
+		r.flightAt, r.flightBytes, r.flightFed = now, 0, true
+	} else if e.Enq > r.lastTake {
+		r.flightFed = false // queued after the rail had handed over all it had
 	}
+	r.lastTake = now
+	r.flightBytes += int64(e.Size)
 	e.Sent = now
 	r.lastWait = now - e.Enq
 	r.inflight.Push(e)
@@ -431,8 +443,43 @@ func (r *Rail[T]) ack(now int64, received uint64, arrived int64, stamped bool, e
 		}
 		r.lastArr, r.arrFresh = arrived, false
 	}
+	if r.inflight.Len() == 0 && r.queue.Len() == 0 {
+		r.flightDone(now)
+	}
 	r.updateBacklog(now)
 	return bytes, nil
+}
+
+// FlightMin is the smallest flight that samples the drain rate (see
+// flightDone).
+const FlightMin = 32 << 10
+
+// flightDone ends the flight at now, the rail's queue and flight both
+// empty: the rail took the flight's bytes from its first Take and had them
+// acknowledged by now. When every segment was queued before the one ahead
+// of it was taken (the rail never waited for data), bytes over that time is
+// the rate at which such a burst crosses the rail, its delays included
+// (the first segment's trip, the acknowledgement's way back, a token
+// bucket that lets a burst through after idle). It moves the rate like a
+// drain sample. The interval samples (rateAcc) need a rail that drains for
+// RateWindow; a rail given short planned shares (a collective's pieces:
+// a few hundred KiB split over the rails, each a few ms) rarely does, and
+// the few intervals it gets start on an idle rail and read low: the
+// planner then gives it less, and it never recovers (4-host lab, ring
+// allreduce of 1 MiB at 200/100/50: the 200 Mbit/s rail read 22-54 for the
+// whole run in half of the runs). The burst's own time, delays included,
+// is what the planner predicts for the next share of that size
+// (Finish), and a share sized by it converges: a rail's share shrinks only
+// while the burst takes longer than the others'. A flight long enough to
+// take an interval sample of its own does not sample again: its drain
+// rate is known without the delays.
+func (r *Rail[T]) flightDone(now int64) {
+	if !r.flightFed || r.flightBytes < FlightMin || now <= r.flightAt || !(r.rate > 0) || r.rateAt >= r.flightAt {
+		return
+	}
+	sample := float64(r.flightBytes) * 8 / (float64(now-r.flightAt) / 1e9)
+	r.rate += RateGain * (sample - r.rate)
+	r.rateAt = now
 }
 
 // queueSince reports whether the queue has not been empty since t or

@@ -371,3 +371,73 @@ func TestRailModel(t *testing.T) {
 		})
 	})
 }
+
+// TestFlightSample: a short flight (a planned share, every segment queued
+// before the one ahead of it was taken, too short for an interval sample
+// of its own) moves the rate towards its bytes over its time, from the
+// first Take to the last acknowledgement; a flight that waited for data,
+// or one below FlightMin, does not.
+func TestFlightSample(t *testing.T) {
+	const seg = 16 << 10
+	ms := int64(time.Millisecond)
+	// prime gives the rail a rate of 8 x 64 KiB over 5 ms intervals
+	// (TestRateDrainingShare) and returns it with that rate.
+	prime := func(t *testing.T) (*Rail[int], float64, int64) {
+		r := mustNew(t, Config{Pipe: 64 << 20})
+		for i := range 8 {
+			r.Push(0, i, 64<<10)
+			r.Take(0)
+		}
+		now := 30 * ms
+		for range 8 {
+			if _, err := r.AckTo(now, r.Acked()+1, nil); err != nil {
+				t.Fatal(err)
+			}
+			now += 5 * ms
+		}
+		if r.Rate() <= 0 {
+			t.Fatal("no rate after a draining share")
+		}
+		return r, r.Rate(), now + int64(time.Second)
+	}
+	for _, tc := range []struct {
+		name   string
+		segs   int
+		gap    bool // the last segment is queued after the others were taken
+		sample bool
+	}{
+		{"share taken at once", 4, false, true},
+		{"waited for data", 4, true, false},
+		{"below FlightMin", FlightMin/seg - 1, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, rate, t0 := prime(t)
+			n := tc.segs
+			if tc.gap {
+				n--
+			}
+			for i := range n {
+				r.Push(t0, i, seg)
+			}
+			for range n {
+				r.Take(t0)
+			}
+			if tc.gap {
+				r.Push(t0+ms, n, seg)
+				r.Take(t0 + ms)
+			}
+			end := t0 + 3*ms
+			if _, err := r.AckTo(end, r.Acked()+uint64(tc.segs), nil); err != nil {
+				t.Fatal(err)
+			}
+			want := rate
+			if tc.sample {
+				s := float64(tc.segs*seg) * 8 / 0.003
+				want = rate + RateGain*(s-rate)
+			}
+			if got := r.Rate(); math.Abs(got-want)/want > 1e-9 {
+				t.Fatalf("rate %.0f after the flight, want %.0f (before it %.0f)", got, want, rate)
+			}
+		})
+	}
+}
