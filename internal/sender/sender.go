@@ -129,11 +129,10 @@ type Rail[T any] struct {
 	arrRate float64
 
 	// The current flight (see flightDone): when it began (a Take on a rail
-	// with nothing in flight), the bytes taken in it, whether every one of
-	// them was queued before the previous one was taken, and when that was.
+	// with nothing in flight), the bytes taken in it, and whether every one
+	// of them was queued before the previous one was taken.
 	flightAt, flightBytes int64
 	flightFed             bool
-	lastTake              int64
 
 	lastArr  int64 // the peer's arrival time of the last acknowledgement (AckArrived)
 	arrFresh bool  // no acknowledgement with an arrival time since the flight began
@@ -329,10 +328,9 @@ func (r *Rail[T]) Take(now int64) Entry[T] {
 		r.progressAt, r.lastAck = now, now // the rail's ACK clock starts with this segment
 		r.arrFresh = true
 		r.flightAt, r.flightBytes, r.flightFed = now, 0, true
-	} else if e.Enq > r.lastTake {
+	} else if e.Enq > r.inflight.Back().Sent {
 		r.flightFed = false // queued after the rail had handed over all it had
 	}
-	r.lastTake = now
 	r.flightBytes += int64(e.Size)
 	e.Sent = now
 	r.lastWait = now - e.Enq
