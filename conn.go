@@ -71,8 +71,8 @@ type Conn struct {
 
 	// Lock order: a rail's rdMu, then that rail's wmu, then mu, then rmu
 	// (nothing holding mu or rmu waits for a rail's locks; mu and rmu are
-	// never held together today). errMu, the pokeMus and the arrMus are
-	// taken last and nothing is locked while they are held. Holding a lock never waits on
+	// never held together today). errMu, the pokeMus, the arrMus and the
+	// interfaces' nic.mu (shared by the process's connections) are taken last and nothing is locked while they are held. Holding a lock never waits on
 	// a channel that a holder of the same lock must close.
 	mu            sync.Mutex
 	shutting      bool // shutdown has begun: no rail may be attached any more
@@ -178,7 +178,7 @@ func newConn(cfg config, session [16]byte, key [32]byte, rails []railInit, peer 
 	c.graceTimer = time.AfterFunc(time.Hour, c.graceOver)
 	c.graceTimer.Stop()
 	for i, ri := range rails {
-		r := &rail{idx: i, name: ri.name, nominal: ri.nominal, c: ri.c, life: lifecycle{phase: phaseUp},
+		r := &rail{idx: i, name: ri.name, nominal: ri.nominal, c: ri.c, nic: nicOf(ri.c), life: lifecycle{phase: phaseUp},
 			br: hs.NewReader(ri.c, 64<<10), wake: make(chan struct{}, 1), goneAway: make(chan struct{}), readerDone: make(chan struct{}), bgResume: make(chan struct{}, 1), pollCh: make(chan int, 1)}
 		r.setKeys(ri.keys)
 		r.w.qw = hs.NewQuickWriter(ri.c)

@@ -57,13 +57,23 @@ func (c *Conn) lanesLocked() []sender.Lane {
 	return sender.Resolve(c.rawLanesLocked())
 }
 
-// rawLanesLocked refreshes c.lanes with the rails' own rates (0 where
-// unknown). Caller holds c.mu.
+// rawLanesLocked refreshes c.lanes with the rails' rates (0 where
+// unknown): their interfaces' pooled rates where fresh (nic), else their
+// own. Caller holds c.mu.
 func (c *Conn) rawLanesLocked() []sender.Lane {
 	c.lanes = c.lanes[:0]
-	now := c.now()
+	now, pnow := c.now(), int64(0)
 	for _, r := range c.rails {
-		c.lanes = append(c.lanes, r.core.Lane(now, r.life.up()))
+		l := r.core.Lane(now, r.life.up())
+		if r.nic != nil {
+			if pnow == 0 {
+				pnow = pollNow()
+			}
+			if rate := r.nic.rate(pnow); rate > 0 {
+				l.Rate, l.Stale = rate, false
+			}
+		}
+		c.lanes = append(c.lanes, l)
 	}
 	return c.lanes
 }

@@ -23,6 +23,7 @@ type rail struct {
 	// holds rdMu, wmu and Conn.mu; holding any of them is enough to read.
 	gen  uint64
 	c    net.Conn
+	nic  *nic // c's local interface, whose rate the planner uses (nil: loopback)
 	br   *hs.Reader
 	wake chan struct{} // cap 1: work for the writer
 	wmu  sync.Mutex    // held by whoever writes on c

@@ -247,6 +247,7 @@ func (c *Conn) attach(r *rail, nc net.Conn, keys *hs.Keys) error {
 	now := c.now()
 	r.gen++
 	r.c = nc
+	r.nic = nicOf(nc)
 	r.tcpAcked = 0
 	r.br = hs.NewReader(nc, 64<<10)
 	r.w = wstate{qw: hs.NewQuickWriter(nc)}

@@ -123,7 +123,8 @@ type Rail[T any] struct {
 	lastAck   int64 // the last acknowledgement progress, or when the flight began
 	acc       rateAcc
 	rate      float64
-	rateAt    int64 // when rate last took a sample
+	rateAt    int64   // when rate last took a sample
+	sample    float64 // that sample (Sample)
 	// The same estimate timed by the peer's arrival times (AckArrived).
 	arrAcc  rateAcc
 	arrRate float64
@@ -148,24 +149,31 @@ type rateAcc struct {
 
 // add counts bytes acknowledged over an interval of dt ns if the rail was
 // draining all along, and when the intervals reach window moves the
-// moving average *rate by their sample. It reports whether it did.
-func (a *rateAcc) add(rate *float64, dt int64, bytes int, draining bool, window int64) bool {
+// moving average *rate by their sample. It returns that sample, or 0 when
+// it took none.
+func (a *rateAcc) add(rate *float64, dt int64, bytes int, draining bool, window int64) float64 {
 	if !draining || dt <= 0 {
-		return false
+		return 0
 	}
 	a.bytes += int64(bytes)
 	a.time += dt
 	if a.time < window {
-		return false
+		return 0
 	}
 	sample := float64(a.bytes) * 8 / (float64(a.time) / 1e9)
 	a.bytes, a.time = 0, 0
+	smooth(rate, sample)
+	return sample
+}
+
+// smooth moves the moving average *rate by sample (weight RateGain); the
+// first sample is the average.
+func smooth(rate *float64, sample float64) {
 	if *rate == 0 {
 		*rate = sample
 	} else {
 		*rate += RateGain * (sample - *rate)
 	}
-	return true
 }
 
 // winMin is the smallest of the values seen in the current FwdWindow and
@@ -243,6 +251,11 @@ func (r *Rail[T]) AckDelay() float64 { return r.ackDelay }
 
 // LastWait is how long the last segment taken had waited in the queue.
 func (r *Rail[T]) LastWait() int64 { return r.lastWait }
+
+// Sample is the drain-rate sample the rate took last, in bits/s, and
+// when (0, 0 before the first): what a Pool of the rail's interface
+// takes (see Pool).
+func (r *Rail[T]) Sample() (rate float64, at int64) { return r.sample, r.rateAt }
 
 // Delivered is the number of bytes acknowledged in total.
 func (r *Rail[T]) Delivered() int64 { return r.delivered }
@@ -410,8 +423,8 @@ func (r *Rail[T]) ack(now int64, received uint64, arrived int64, stamped bool, e
 	// handed over at once drains so, without the rail ever holding a
 	// backlog). Otherwise the interval measured the offered load, not the
 	// rail. Intervals accumulate into a sample of at least RateWindow.
-	if r.acc.add(&r.rate, now-prev, bytes, wasBusy || sent < prev, win) {
-		r.rateAt = now
+	if s := r.acc.add(&r.rate, now-prev, bytes, wasBusy || sent < prev, win); s > 0 {
+		r.rateAt, r.sample = now, s
 	}
 	if !stamped {
 		r.forward(now, now-sent)
@@ -476,8 +489,8 @@ func (r *Rail[T]) flightDone(now int64) {
 		return
 	}
 	sample := float64(r.flightBytes) * 8 / (float64(now-r.flightAt) / 1e9)
-	r.rate += RateGain * (sample - r.rate)
-	r.rateAt = now
+	smooth(&r.rate, sample)
+	r.rateAt, r.sample = now, sample
 }
 
 // queueSince reports whether the queue has not been empty since t or
@@ -539,7 +552,7 @@ func (r *Rail[T]) Drain(dst []Entry[T]) []Entry[T] {
 // delay, last wait) is forgotten and the pipe set to pipe bytes. The queue is kept.
 func (r *Rail[T]) Restart(now, pipe int64) {
 	r.acked = 0
-	r.rate, r.acc, r.arrRate, r.arrAcc = 0, rateAcc{}, 0, rateAcc{}
+	r.rate, r.sample, r.acc, r.arrRate, r.arrAcc = 0, 0, rateAcc{}, 0, rateAcc{}
 	r.lastArr, r.fwdMin, r.fwd = 0, winMin{}, 0
 	r.lastWait, r.ackDelay, r.progressAt = 0, 0, now
 	r.pipe = max(pipe, 1)
