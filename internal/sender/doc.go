@@ -13,7 +13,9 @@
 // (AckArrived), it also keeps the drain rate timed by them (ArrivalRate),
 // which a queue on the way back does not distort, and the forward delay
 // (one way, above its recent minimum). Credit is the peer's flow-control
-// window.
+// window. A Pool is one drain-rate estimate that several rails' samples
+// (Rail.Sample) feed: the live transport keeps one per local interface,
+// for the planner (see Pool).
 //
 // Everything here is decision logic: time is passed in (nanoseconds on
 // the caller's clock), there are no locks, goroutines or I/O. The live

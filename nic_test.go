@@ -1,0 +1,93 @@
+package multirail
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/multirail/multirail/internal/sender"
+)
+
+// addrConn is a net.Conn that only has a local address.
+type addrConn struct {
+	net.Conn
+	local net.Addr
+}
+
+func (c addrConn) LocalAddr() net.Addr { return c.local }
+
+func TestNicOf(t *testing.T) {
+	tcp := func(ip string) net.Conn { return addrConn{local: &net.TCPAddr{IP: net.ParseIP(ip), Port: 1}} }
+	a, b, other := nicOf(tcp("10.77.0.1")), nicOf(tcp("10.77.0.1")), nicOf(tcp("10.77.0.2"))
+	if a == nil || a != b {
+		t.Errorf("two connections from 10.77.0.1: interfaces %p and %p, want one", a, b)
+	}
+	if other == nil || other == a {
+		t.Errorf("10.77.0.2 shares 10.77.0.1's interface (%p)", other)
+	}
+	for _, c := range []net.Conn{tcp("127.0.0.1"), tcp("::1"), tcp("0.0.0.0"), addrConn{local: &net.UDPAddr{IP: net.ParseIP("10.77.0.3")}}, nil} {
+		if k := nicOf(c); k != nil {
+			t.Errorf("nicOf(%v) = %p, want nil (loopback, unspecified, not TCP)", c, k)
+		}
+	}
+}
+
+// TestPlanUsesInterfaceRate: the rails' samples feed their interfaces'
+// pools (the reader, on each ACK that took one), and the planner uses a
+// pool's rate while it is fresh, the rail's own otherwise. The emulated
+// rails are on loopback, which has no interface of its own (nicOf), so
+// the test gives them interfaces.
+func TestPlanUsesInterfaceRate(t *testing.T) {
+	a, b, _ := emuPair(t, Config{}, 200e6, 100e6, 50e6)
+	nics := []*nic{{}, {}, {}}
+	a.mu.Lock()
+	for i, r := range a.rails {
+		if r.nic != nil {
+			t.Fatalf("rail %d on loopback has an interface", i)
+		}
+		r.nic = nics[i]
+	}
+	a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const n = 4
+	done := make(chan error, 1)
+	go func() {
+		for range n {
+			if _, err := b.Recv(ctx); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for range n {
+		if err := a.Send(ctx, 1, make([]byte, 4<<20)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, k := range nics {
+		if k.pool.Samples() == 0 {
+			t.Errorf("rail %d: its interface took no sample in %d messages of 4 MiB", i, n)
+		}
+	}
+	now := pollNow()
+	own := a.rails[1].core.Rate()
+	nics[0].pool = sender.Pool{}
+	nics[0].pool.Add(now, 1e9) // fresh
+	nics[1].pool = sender.Pool{}
+	nics[1].pool.Add(now-2*int64(sender.RateTrust), 1e9) // stale
+	lanes := a.rawLanesLocked()
+	if lanes[0].Rate != 1e9 || lanes[0].Stale {
+		t.Errorf("rail 0: lane rate %.0f (stale %v), want its interface's fresh 1e9", lanes[0].Rate, lanes[0].Stale)
+	}
+	if lanes[1].Rate != own {
+		t.Errorf("rail 1: lane rate %.0f, want its own %.0f (its interface's rate is stale)", lanes[1].Rate, own)
+	}
+}
