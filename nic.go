@@ -6,6 +6,7 @@ package multirail
 import (
 	"net"
 	"sync"
+	"time"
 
 	"github.com/multirail/multirail/internal/sender"
 )
@@ -16,6 +17,10 @@ type nic struct {
 	mu   sync.Mutex // a leaf: taken under Conn.mu, takes nothing
 	pool sender.Pool
 }
+
+// poolAfter is how old a rail's own newest rate sample must be before the
+// planner takes its interface's rate instead.
+const poolAfter = 40 * time.Millisecond
 
 // nics are the process's local interfaces by address.
 var nics sync.Map // string (local IP) -> *nic

@@ -35,7 +35,8 @@ func TestNicOf(t *testing.T) {
 
 // TestPlanUsesInterfaceRate: the rails' samples feed their interfaces'
 // pools (the reader, on each ACK that took one), and the planner uses a
-// pool's rate while it is fresh, the rail's own otherwise. The emulated
+// pool's rate for a rail whose own newest sample is older than poolAfter,
+// while the pool's is fresh; the rail's own otherwise. The emulated
 // rails are on loopback, which has no interface of its own (nicOf), so
 // the test gives them interfaces.
 func TestPlanUsesInterfaceRate(t *testing.T) {
@@ -77,17 +78,25 @@ func TestPlanUsesInterfaceRate(t *testing.T) {
 			t.Errorf("rail %d: its interface took no sample in %d messages of 4 MiB", i, n)
 		}
 	}
-	now := pollNow()
-	own := a.rails[1].core.Rate()
+	pnow := pollNow()
 	nics[0].pool = sender.Pool{}
-	nics[0].pool.Add(now, 1e9) // fresh
+	nics[0].pool.Add(pnow, 1e9) // fresh
 	nics[1].pool = sender.Pool{}
-	nics[1].pool.Add(now-2*int64(sender.RateTrust), 1e9) // stale
-	lanes := a.rawLanesLocked()
-	if lanes[0].Rate != 1e9 || lanes[0].Stale {
-		t.Errorf("rail 0: lane rate %.0f (stale %v), want its interface's fresh 1e9", lanes[0].Rate, lanes[0].Stale)
-	}
-	if lanes[1].Rate != own {
-		t.Errorf("rail 1: lane rate %.0f, want its own %.0f (its interface's rate is stale)", lanes[1].Rate, own)
+	nics[1].pool.Add(pnow-2*int64(sender.RateTrust), 1e9) // stale
+	_, at := a.rails[0].core.Sample()
+	for _, tc := range []struct {
+		name string
+		now  int64 // c.now()
+		rail int
+		want float64
+	}{
+		{"own sample fresh: own rate", at, 0, a.rails[0].core.Rate()},
+		{"own sample older than poolAfter: the interface's", at + int64(poolAfter) + 1, 0, 1e9},
+		{"the interface's stale: own rate", at + int64(poolAfter) + 1, 1, a.rails[1].core.Rate()},
+	} {
+		l := a.laneLocked(a.rails[tc.rail], tc.now, pnow)
+		if l.Rate != tc.want || l.Stale && tc.want == 1e9 {
+			t.Errorf("%s: rail %d lane rate %.0f (stale %v), want %.0f", tc.name, tc.rail, l.Rate, l.Stale, tc.want)
+		}
 	}
 }

@@ -58,24 +58,28 @@ func (c *Conn) lanesLocked() []sender.Lane {
 }
 
 // rawLanesLocked refreshes c.lanes with the rails' rates (0 where
-// unknown): their interfaces' pooled rates where fresh (nic), else their
-// own. Caller holds c.mu.
+// unknown; see laneLocked). Caller holds c.mu.
 func (c *Conn) rawLanesLocked() []sender.Lane {
 	c.lanes = c.lanes[:0]
-	now, pnow := c.now(), int64(0)
+	now, pnow := c.now(), pollNow()
 	for _, r := range c.rails {
-		l := r.core.Lane(now, r.life.up())
-		if r.nic != nil {
-			if pnow == 0 {
-				pnow = pollNow()
-			}
-			if rate := r.nic.rate(pnow); rate > 0 {
-				l.Rate, l.Stale = rate, false
-			}
-		}
-		c.lanes = append(c.lanes, l)
+		c.lanes = append(c.lanes, c.laneLocked(r, now, pnow))
 	}
 	return c.lanes
+}
+
+// laneLocked is the planner's view of rail r at now (c.now()) and pnow
+// (pollNow()): its own, except that a rail whose own newest rate sample
+// is older than poolAfter takes its interface's pooled rate while that
+// one is fresh (nic.go). Caller holds c.mu.
+func (c *Conn) laneLocked(r *rail, now, pnow int64) sender.Lane {
+	l := r.core.Lane(now, r.life.up())
+	if _, at := r.core.Sample(); r.nic != nil && now-at > int64(poolAfter) {
+		if rate := r.nic.rate(pnow); rate > 0 {
+			l.Rate, l.Stale = rate, false
+		}
+	}
+	return l
 }
 
 // plansLocked reports whether a message of n bytes (not eager) is
