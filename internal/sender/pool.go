@@ -17,8 +17,8 @@ const PoolGain = 1.0 / 16
 // Pool is one drain-rate estimate shared by the rails that leave through
 // one interface of the host: the rails of a process's connections to
 // different peers over one NIC. Each rail's samples (Rail.Sample) go into
-// the pool, and the planner uses the pool's rate for each of those rails
-// (Lane.Rate) instead of the rail's own.
+// the pool, and the live transport's planner uses the pool's rate for a
+// rail whose own samples are old (Lane.Rate), the rail's own otherwise.
 //
 // A rail's own estimate is made of its own samples only. A connection
 // that a collective uses one step in a few (pairwise alltoall: one step in
