@@ -83,7 +83,7 @@ func TestPlanUsesInterfaceRate(t *testing.T) {
 	nics[0].pool.Add(pnow, 1e9) // fresh
 	nics[1].pool = sender.Pool{}
 	nics[1].pool.Add(pnow-2*int64(sender.RateTrust), 1e9) // stale
-	_, at := a.rails[0].core.Sample()
+	_, _, at := a.rails[0].core.Sample()
 	for _, tc := range []struct {
 		name string
 		now  int64 // c.now()

@@ -74,7 +74,7 @@ func (c *Conn) rawLanesLocked() []sender.Lane {
 // one is fresh (nic.go). Caller holds c.mu.
 func (c *Conn) laneLocked(r *rail, now, pnow int64) sender.Lane {
 	l := r.core.Lane(now, r.life.up())
-	if _, at := r.core.Sample(); r.nic != nil && now-at > int64(poolAfter) {
+	if _, _, at := r.core.Sample(); r.nic != nil && now-at > int64(poolAfter) {
 		if rate := r.nic.rate(pnow); rate > 0 {
 			l.Rate, l.Stale = rate, false
 		}

@@ -472,12 +472,12 @@ func (c *Conn) ack(r *rail, a wire.Ack, now int64) error {
 			c.fillStates()
 		}
 		r.ackNow = now
-		_, at := r.core.Sample()
+		_, _, at := r.core.Sample()
 		bytes, err := r.core.AckArrived(now, a.Received, a.Arrived, r.onAck)
 		if err != nil {
 			return fmt.Errorf("%w: rail %s: %v", ErrProtocol, r.name, err)
 		}
-		if s, t := r.core.Sample(); t != at && r.nic != nil {
+		if s, n, t := r.core.Sample(); t != at && r.nic != nil && n >= poolMinBytes {
 			r.nic.add(pollNow(), s)
 		}
 		if bytes > 0 {

@@ -125,6 +125,7 @@ type Rail[T any] struct {
 	rate      float64
 	rateAt    int64   // when rate last took a sample
 	sample    float64 // that sample (Sample)
+	sampleB   int64   // and the bytes it was made of
 	// The same estimate timed by the peer's arrival times (AckArrived).
 	arrAcc  rateAcc
 	arrRate float64
@@ -150,20 +151,20 @@ type rateAcc struct {
 // add counts bytes acknowledged over an interval of dt ns if the rail was
 // draining all along, and when the intervals reach window moves the
 // moving average *rate by their sample. It returns that sample, or 0 when
-// it took none.
-func (a *rateAcc) add(rate *float64, dt int64, bytes int, draining bool, window int64) float64 {
+// it took none, and the bytes the sample was made of.
+func (a *rateAcc) add(rate *float64, dt int64, bytes int, draining bool, window int64) (float64, int64) {
 	if !draining || dt <= 0 {
-		return 0
+		return 0, 0
 	}
 	a.bytes += int64(bytes)
 	a.time += dt
 	if a.time < window {
-		return 0
+		return 0, 0
 	}
-	sample := float64(a.bytes) * 8 / (float64(a.time) / 1e9)
+	sample, n := float64(a.bytes)*8/(float64(a.time)/1e9), a.bytes
 	a.bytes, a.time = 0, 0
 	smooth(rate, sample)
-	return sample
+	return sample, n
 }
 
 // smooth moves the moving average *rate by sample (weight RateGain); the
@@ -252,10 +253,10 @@ func (r *Rail[T]) AckDelay() float64 { return r.ackDelay }
 // LastWait is how long the last segment taken had waited in the queue.
 func (r *Rail[T]) LastWait() int64 { return r.lastWait }
 
-// Sample is the drain-rate sample the rate took last, in bits/s, and
-// when (0, 0 before the first): what a Pool of the rail's interface
-// takes (see Pool).
-func (r *Rail[T]) Sample() (rate float64, at int64) { return r.sample, r.rateAt }
+// Sample is the drain-rate sample the rate took last, in bits/s, the bytes
+// it was made of, and when (zeros before the first): what a Pool of the
+// rail's interface takes (see Pool).
+func (r *Rail[T]) Sample() (rate float64, bytes, at int64) { return r.sample, r.sampleB, r.rateAt }
 
 // Delivered is the number of bytes acknowledged in total.
 func (r *Rail[T]) Delivered() int64 { return r.delivered }
@@ -423,8 +424,8 @@ func (r *Rail[T]) ack(now int64, received uint64, arrived int64, stamped bool, e
 	// handed over at once drains so, without the rail ever holding a
 	// backlog). Otherwise the interval measured the offered load, not the
 	// rail. Intervals accumulate into a sample of at least RateWindow.
-	if s := r.acc.add(&r.rate, now-prev, bytes, wasBusy || sent < prev, win); s > 0 {
-		r.rateAt, r.sample = now, s
+	if s, n := r.acc.add(&r.rate, now-prev, bytes, wasBusy || sent < prev, win); s > 0 {
+		r.rateAt, r.sample, r.sampleB = now, s, n
 	}
 	if !stamped {
 		r.forward(now, now-sent)
@@ -490,7 +491,7 @@ func (r *Rail[T]) flightDone(now int64) {
 	}
 	sample := float64(r.flightBytes) * 8 / (float64(now-r.flightAt) / 1e9)
 	smooth(&r.rate, sample)
-	r.rateAt, r.sample = now, sample
+	r.rateAt, r.sample, r.sampleB = now, sample, r.flightBytes
 }
 
 // queueSince reports whether the queue has not been empty since t or
@@ -552,7 +553,7 @@ func (r *Rail[T]) Drain(dst []Entry[T]) []Entry[T] {
 // delay, last wait) is forgotten and the pipe set to pipe bytes. The queue is kept.
 func (r *Rail[T]) Restart(now, pipe int64) {
 	r.acked = 0
-	r.rate, r.sample, r.acc, r.arrRate, r.arrAcc = 0, 0, rateAcc{}, 0, rateAcc{}
+	r.rate, r.sample, r.sampleB, r.acc, r.arrRate, r.arrAcc = 0, 0, 0, rateAcc{}, 0, rateAcc{}
 	r.lastArr, r.fwdMin, r.fwd = 0, winMin{}, 0
 	r.lastWait, r.ackDelay, r.progressAt = 0, 0, now
 	r.pipe = max(pipe, 1)

@@ -398,8 +398,8 @@ func TestFlightSample(t *testing.T) {
 		if r.Rate() <= 0 {
 			t.Fatal("no rate after a draining share")
 		}
-		if s, at := r.Sample(); !(s > 0) || at == 0 {
-			t.Fatalf("Sample() = %g at %d after a draining share, want its last interval sample", s, at)
+		if s, n, at := r.Sample(); !(s > 0) || n <= 0 || at == 0 {
+			t.Fatalf("Sample() = %g of %d bytes at %d after a draining share, want its last interval sample", s, n, at)
 		}
 		return r, r.Rate(), now + int64(time.Second)
 	}
@@ -442,9 +442,9 @@ func TestFlightSample(t *testing.T) {
 				t.Fatalf("rate %.0f after the flight, want %.0f (before it %.0f)", got, want, rate)
 			}
 			// Sample is the flight's own sample, when it took one.
-			s, at := r.Sample()
-			if tc.sample && (at != end || math.Abs(s-float64(tc.segs*seg)*8/0.003) > 1e-6) {
-				t.Fatalf("Sample() = %.0f at %d, want the flight's %.0f at %d", s, at, float64(tc.segs*seg)*8/0.003, end)
+			s, b, at := r.Sample()
+			if tc.sample && (at != end || b != int64(tc.segs*seg) || math.Abs(s-float64(tc.segs*seg)*8/0.003) > 1e-6) {
+				t.Fatalf("Sample() = %.0f of %d bytes at %d, want the flight's %.0f of %d at %d", s, b, at, float64(tc.segs*seg)*8/0.003, tc.segs*seg, end)
 			}
 			if !tc.sample && at == end {
 				t.Fatalf("Sample() at %d: a sample at the flight's end, which took none", at)
