@@ -53,16 +53,7 @@ func TestPlanUsesInterfaceRate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const n = 4
-	done := make(chan error, 1)
-	go func() {
-		for range n {
-			if _, err := b.Recv(ctx); err != nil {
-				done <- err
-				return
-			}
-		}
-		done <- nil
-	}()
+	done := recvAll(ctx, b, n)
 	for range n {
 		if err := a.Send(ctx, 1, make([]byte, 4<<20)); err != nil {
 			t.Fatal(err)

@@ -35,13 +35,10 @@ func planSpread(t *testing.T, c *Conn) (float64, []int64) {
 // emulated rails of 200, 100 and 50 Mbit/s whose rates the sender is not
 // told: once the rates are learned, every rail's share of a message ends
 // close to the others', and the shares follow the rates.
-func TestPlanFinishesTogether(t *testing.T) {
-	a, b, _ := emuPair(t, Config{}, 200e6, 100e6, 50e6)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	msg := make([]byte, 4<<20)
+// recvAll receives n messages on b in a goroutine and reports the first
+// error, or nil once all came.
+func recvAll(ctx context.Context, b *Conn, n int) <-chan error {
 	done := make(chan error, 1)
-	const n = 14
 	go func() {
 		for range n {
 			if _, err := b.Recv(ctx); err != nil {
@@ -51,6 +48,16 @@ func TestPlanFinishesTogether(t *testing.T) {
 		}
 		done <- nil
 	}()
+	return done
+}
+
+func TestPlanFinishesTogether(t *testing.T) {
+	a, b, _ := emuPair(t, Config{}, 200e6, 100e6, 50e6)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	msg := make([]byte, 4<<20)
+	const n = 14
+	done := recvAll(ctx, b, n)
 	var spreads []float64
 	var last []int64
 	for i := range n {
@@ -116,16 +123,7 @@ func TestLabPlanEndsTogether(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const n = 24
-	done := make(chan error, 1)
-	go func() {
-		for range n {
-			if _, err := b.Recv(ctx); err != nil {
-				done <- err
-				return
-			}
-		}
-		done <- nil
-	}()
+	done := recvAll(ctx, b, n)
 	msg := make([]byte, 4<<20)
 	var spreads []float64
 	var times []time.Duration
