@@ -151,6 +151,61 @@ func TestBusyPollRecvCancel(t *testing.T) {
 	}
 }
 
+// TestBusyPollRecvCancelWhileBusy: a cancelled Recv parked at the poller
+// returns while another polling connection of the process keeps the
+// poller busy: the poke's wake-up must end the polling (the polling read
+// reports the passed deadline), not park the Recv again until its own
+// rail gets data or every polling connection of the process goes quiet.
+func TestBusyPollRecvCancelWhileBusy(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("polling a socket without waiting needs Linux")
+	}
+	cfg := Config{Token: NewToken(), BusyPoll: MaxBusyPoll}
+	a, b := pair(t, 1, cfg)
+	c, d := pair(t, 1, cfg)
+	ctx, stop := context.WithTimeout(context.Background(), 30*time.Second)
+	defer stop()
+	busy := make(chan error, 1)
+	go func() { // c and d keep the process's poller running
+		for ctx.Err() == nil {
+			if err := c.Send(ctx, 1, []byte("busy")); err != nil {
+				busy <- err
+				return
+			}
+			if _, err := d.Recv(ctx); err != nil {
+				busy <- err
+				return
+			}
+		}
+		busy <- nil
+	}()
+	if err := a.Send(ctx, 1, []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Recv(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { _, err := b.Recv(rctx); done <- err }()
+		waitParked(t, b.rails[0])
+		cancel()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("cancelled Recv: %v, want context.Canceled", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a cancelled Recv did not return in 5 s while another connection kept the poller busy")
+		}
+	}
+	stop()
+	if err := <-busy; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("the busy pair: %v", err)
+	}
+}
+
 // TestBusyPollClose: closing connections whose readers are parked at the
 // poller ends them (no reader stays parked: Close returns and the poller
 // ends).

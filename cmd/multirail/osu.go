@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -388,12 +389,22 @@ func printRailSummary(w io.Writer, st comm.Stats) {
 				part += fmt.Sprintf(" (%.1f Mbit/s, by arrivals %.1f, ack %.2f ms, fwd %.2f ms)",
 					rs.RateBps/1e6, rs.ArrivalRateBps/1e6, float64(rs.AckDelay)/1e6, float64(rs.ForwardDelay)/1e6)
 			}
+			if ps.Conn.Scheduler.Explains {
+				part += fmt.Sprintf(" [value %.1f us]", -rs.Value*1e6)
+			}
 			if rs.Errors > 0 || rs.Rejoins > 0 || rs.Resent > 0 {
 				part += fmt.Sprintf(" [%d errors, %d rejoins, %d resent: %s]", rs.Errors, rs.Rejoins, rs.Resent, rs.LastError)
 			}
 			parts = append(parts, part)
 		}
 		fmt.Fprintf(w, "#   to rank %d (%s, %s): %s\n", ps.Rank, ps.Host, ps.Conn.Scheduler.Name, strings.Join(parts, ", "))
+		if pa, msgs := ps.Conn.Path, ps.Conn.MessagesSent+ps.Conn.MessagesReceived; msgs > 0 {
+			per := func(n uint64) string { return strconv.FormatFloat(float64(n)/float64(msgs), 'f', 2, 64) }
+			fmt.Fprintf(w, "#     per message (%d sent and received): writes %s (bare ACKs %s), seals %s, frames read %s (by the Recv %s), "+
+				"Recv hand-offs %s, poller parks %s, wakes %s, lapses %s, kernel wakes %s\n", msgs, per(pa.Writes), per(pa.BareAcks),
+				per(pa.Seals), per(pa.FramesRead), per(pa.DirectReads), per(pa.RecvWaits), per(pa.PollParks), per(pa.PollWakes),
+				per(pa.PollLapses), per(pa.KernelWakes))
+		}
 	}
 }
 

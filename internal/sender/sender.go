@@ -140,6 +140,8 @@ type Rail[T any] struct {
 	arrFresh bool  // no acknowledgement with an arrival time since the flight began
 	fwdMin   winMin
 	fwd      float64
+	rttMin   winMin // the smallest time from Take to acknowledgement lately (FwdWindow)
+	stamped  bool   // the acknowledgements carry arrival times (AckArrived)
 }
 
 // rateAcc accumulates drain intervals into samples of at least the rate
@@ -197,6 +199,10 @@ func (m *winMin) add(now, v int64) int64 {
 	return min(m.cur, m.prev)
 }
 
+// value is the minimum, and whether a value was added since the window
+// was reset.
+func (m *winMin) value() (int64, bool) { return min(m.cur, m.prev), m.set }
+
 // New returns an empty Rail, or an error naming the Config field that is
 // out of range.
 func New[T any](cfg Config) (*Rail[T], error) {
@@ -245,6 +251,56 @@ func (r *Rail[T]) ArrivalRate() float64 { return r.arrRate }
 // the peer's arrival time less the segment's Sent, the two clocks' offset
 // cancelled by the minimum. With AckTo it is the round trip's instead.
 func (r *Rail[T]) ForwardDelay() float64 { return r.fwd }
+
+// Minima returns the rail's smallest one-way delay (the peer's arrival
+// time less Sent, so the clocks' offset included) and its smallest time
+// from Take to acknowledgement, both over the last one or two
+// FwdWindows, and whether it has them from acknowledgements with arrival
+// times (AckArrived).
+func (r *Rail[T]) Minima() (fwd, rtt int64, ok bool) {
+	f, ok1 := r.fwdMin.value()
+	t, ok2 := r.rttMin.value()
+	return f, t, ok1 && ok2 && r.stamped
+}
+
+// ClockOffset estimates the peer's clock less this side's from the
+// Minima of the rails of one connection (fwd[i], rtt[i]; ok[i] false for
+// a rail without them): a rail's way there is at most half its smallest
+// round trip when the two ways' base delays are equal, so fwd - rtt/2
+// bounds the offset from below, the closer the cleaner the rail's round
+// trips (an acknowledgement that waited at the peer, as a lazy one does,
+// lengthens them). It takes the highest bound; false if no rail has
+// minima. Every rail of a connection joins the same two clocks, so a rail
+// that carries nothing both ways (its round trips all waited) is timed
+// by the offset of one that does.
+func ClockOffset(fwd, rtt []int64, ok []bool) (int64, bool) {
+	var off int64
+	have := false
+	for i := range fwd {
+		if !ok[i] {
+			continue
+		}
+		if b := fwd[i] - rtt[i]/2; !have || b > off {
+			off, have = b, true
+		}
+	}
+	return off, have
+}
+
+// Confirmed is when a segment taken at sent on a rail whose smallest
+// one-way delay is fwd (Minima), acknowledged at now with the peer's
+// arrival time arrived, would have been confirmed had the confirmation
+// left the peer as it arrived and come back at the rail's base delay:
+// arrived on this side's clock (arrived - off, off from ClockOffset) plus
+// the base way back taken equal to the way there (fwd - off). It lies
+// within [sent, now]. What it leaves out is the time the acknowledgement
+// waited at the peer (a delayed or lazy one, or one riding the peer's
+// next message) and behind the peer's own data on the way back: a
+// scheduler learns the rail's way there, not the peer's turnaround
+// (sched.DeliveryObserver).
+func Confirmed(arrived, sent, now, fwd, off int64) int64 {
+	return min(max(arrived-2*off+fwd, sent), now)
+}
 
 // AckDelay is the smoothed time from Take to acknowledgement in ns, 0
 // before the first sample.
@@ -427,9 +483,11 @@ func (r *Rail[T]) ack(now int64, received uint64, arrived int64, stamped bool, e
 	if s, n := r.acc.add(&r.rate, now-prev, bytes, wasBusy || sent < prev, win); s > 0 {
 		r.rateAt, r.sample, r.sampleB = now, s, n
 	}
+	r.rttMin.add(now, now-sent)
 	if !stamped {
 		r.forward(now, now-sent)
 	} else {
+		r.stamped = true
 		base := r.forward(now, arrived-sent)
 		if !r.arrFresh {
 			// The interval since the previous arrival counts if the rail
@@ -554,7 +612,7 @@ func (r *Rail[T]) Drain(dst []Entry[T]) []Entry[T] {
 func (r *Rail[T]) Restart(now, pipe int64) {
 	r.acked = 0
 	r.rate, r.sample, r.sampleB, r.acc, r.arrRate, r.arrAcc = 0, 0, 0, rateAcc{}, 0, rateAcc{}
-	r.lastArr, r.fwdMin, r.fwd = 0, winMin{}, 0
+	r.lastArr, r.fwdMin, r.fwd, r.rttMin, r.stamped = 0, winMin{}, 0, winMin{}, false
 	r.lastWait, r.ackDelay, r.progressAt = 0, 0, now
 	r.pipe = max(pipe, 1)
 	r.backlog, r.queuing = false, false

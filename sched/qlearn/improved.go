@@ -116,6 +116,15 @@ func newImproved(base sched.Config, prm params) *improved {
 // record packs a decision's time and level.
 func record(now int64, l int) uint64 { return uint64(max(now, 0))<<8 | uint64(l) }
 
+// probeBit marks a record as a probe's (its level is at most 64, below
+// the bit): its delay replaces the rail's stale value (learn).
+const probeBit = 0x80
+
+// SmallProbeBytes is the largest segment that probes a rail after
+// Config.SmallProbe rather than Config.IdleProbe: one packet, which a
+// slower rail delays by microseconds.
+const SmallProbeBytes = 1024
+
 // push appends record x to FIFO f of capacity c stored at buf.
 func push(f *fifo, buf []uint64, c int32, x uint64) {
 	if f.n == c {
@@ -235,6 +244,7 @@ func (s *improved) Pick(now int64, size int, rails []sched.RailState) int {
 		best = idle.best
 	}
 	s.decisions++
+	probe := false
 	eps := s.prm.eps * s.prm.epsDecay / (s.prm.epsDecay + float64(s.decisions))
 	eps = max(eps, s.prm.epsMin)
 	if rails[best].Queued == 0 && !rails[best].Full() {
@@ -242,12 +252,17 @@ func (s *improved) Pick(now int64, size int, rails []sched.RailState) int {
 		// could only arrive later elsewhere), only a probe of a rail whose
 		// value has not been refreshed for IdleProbe.
 		eps = 0
-		if p := s.prm.idleProbe; p > 0 && usable > 1 {
+		p := s.prm.idleProbe
+		if q := s.prm.smallProbe; size <= SmallProbeBytes && q > 0 && (p == 0 || q < p) {
+			p = q
+		}
+		if p > 0 && usable > 1 {
 			for i := 0; i < m; i++ {
 				rec := &s.rails[i]
 				if i != best && rails[i].Usable() && now-rec.learned >= p && now-rec.probed >= p {
 					rec.probed = now
 					best = i
+					probe = true
 					s.explorations++
 					break
 				}
@@ -273,7 +288,11 @@ func (s *improved) Pick(now int64, size int, rails []sched.RailState) int {
 	if rails[best].Full() {
 		l = s.k
 	}
-	push(&s.rails[best].queued, s.qbuf(best), s.qcap, record(now, l))
+	x := record(now, l)
+	if probe {
+		x |= probeBit
+	}
+	push(&s.rails[best].queued, s.qbuf(best), s.qcap, x)
 	return best
 }
 
@@ -326,7 +345,7 @@ func (s *improved) Delivered(now int64, rail int, size int, delay int64, rails [
 // measured delay, now minus the decision time plus extra (plus, with
 // gamma > 0, the discounted best value of the state the rails are in now).
 func (s *improved) learn(rail int, x uint64, now int64, extra float64, rails []sched.RailState) {
-	l := int(x & 0xff)
+	l, probe := int(x&(probeBit-1)), x&probeBit != 0
 	s.rails[rail].learned = now
 	target := float64(max(now-int64(x>>8), 0)) + extra
 	if g := s.prm.gamma; g > 0 {
@@ -342,13 +361,20 @@ func (s *improved) learn(rail int, x uint64, now int64, extra float64, rails []s
 	}
 	beta := s.prm.beta
 	c := rail*(s.k+1) + l
-	if q := s.q[c]; q == q {
+	switch q := s.q[c]; {
+	case q != q: // the entry's first sample
+		s.q[c] = target
+	case probe:
+		// A probe of a stale rail: a lower delay replaces the value
+		// (learned long ago, maybe while the process started), a higher
+		// one leaves it (host noise as likely as the rail: one sample
+		// taken whole would decide the next SmallProbe).
+		s.q[c] = min(q, target)
+	default:
 		if s.n[c] >= outlierAfter {
 			target = min(target, s.prm.outlier*q) // host noise, not the rail (OutlierFactor)
 		}
 		s.q[c] = q + beta*(target-q)
-	} else {
-		s.q[c] = target
 	}
 	s.n[c] = min(s.n[c]+1, outlierAfter)
 	per := target / float64(l+1)

@@ -283,7 +283,9 @@ func TestImprovedMatchesReference(t *testing.T) {
 		beta := rapid.Float64Range(0, 1).Draw(t, "beta")
 		wait := rapid.SampledFrom([]float64{0, 0.5, 1, 4}).Draw(t, "wait")
 		outlier := rapid.SampledFrom([]float64{0, 1, 2.5, 4, 1e9}).Draw(t, "outlier")
-		s, err := New(Improved, sched.Config{Rails: m}, Config{K: k, Beta: F(beta), Epsilon: F(0), EpsilonMin: F(0), WaitFactor: F(wait), OutlierFactor: outlier})
+		// No probes (the reference has none): IdleProbe's 5 s is never
+		// reached, SmallProbe is off.
+		s, err := New(Improved, sched.Config{Rails: m}, Config{K: k, Beta: F(beta), Epsilon: F(0), EpsilonMin: F(0), WaitFactor: F(wait), OutlierFactor: outlier, SmallProbe: F(0)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -410,7 +412,7 @@ func TestIdleProbe(t *testing.T) {
 		want  int
 	}{{0, 0}, {5, 3}, {1, 19}} {
 		s, err := New(Improved, sched.Config{Rails: 2, Rand: rand.New(rand.NewPCG(1, 2))},
-			Config{Epsilon: F(1), EpsilonMin: F(1), IdleProbe: F(tc.probe)})
+			Config{Epsilon: F(1), EpsilonMin: F(1), IdleProbe: F(tc.probe), SmallProbe: F(0)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -428,6 +430,71 @@ func TestIdleProbe(t *testing.T) {
 		if ones != tc.want {
 			t.Errorf("IdleProbe %v: the slow rail got %d segments in 20 s, want %d", tc.probe, ones, tc.want)
 		}
+	}
+}
+
+// TestSmallProbe: small segments (at most SmallProbeBytes) probe a rail
+// whose value is SmallProbe stale, larger ones only after IdleProbe; and a
+// probe's delay replaces the stale value. Rail 0 first measured 500 us (a
+// connection's first messages wait for the peer to start), rail 1 50 us;
+// then rail 0 takes 20 us and rail 1 45. With probes every 20 ms taken
+// whole, rail 0 has the small segments back after its first probe; moved
+// by Beta it would need some 30 probes, more than the 200 ms of the test.
+func TestSmallProbe(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		size       int
+		small      float64
+		wantProbes int  // segments on the slow rail 1 in 1 s
+		wantBack   bool // rail 0 chosen again by 200 ms
+	}{
+		{"small", 100, 0.02, 0, true},
+		{"small, no small probes", 100, 0, 0, false},
+		{"large", 2000, 0.02, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := New(Improved, sched.Config{Rails: 2}, Config{SmallProbe: F(tc.small)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ob := s.(sched.DeliveryObserver)
+			rails := []sched.RailState{{Up: true, QueueCap: 8}, {Up: true, QueueCap: 8}}
+			delay := [2]int64{500e3, 50e3}
+			var now int64
+			send := func() int {
+				a := s.Pick(now, tc.size, rails)
+				s.Departed(now, a, tc.size, 0, rails)
+				ob.Delivered(now+delay[a], a, tc.size, delay[a], rails)
+				return a
+			}
+			ob.Delivered(0, 0, 0, 0, rails) // deliveries are observed: delays are learned from them only
+			send()                          // rail 0: 500 us
+			send()                          // rail 1: 50 us
+			delay = [2]int64{20e3, 45e3}
+			back := -1
+			for i := range 2000 { // a segment every 100 us for 200 ms
+				now += 100e3
+				if send() == 0 && back < 0 && i > 0 {
+					back = i
+				}
+			}
+			if got := back >= 0; got != tc.wantBack {
+				t.Errorf("rail 0 chosen again within 200 ms: %v (decision %d), want %v", got, back, tc.wantBack)
+			}
+			if tc.wantBack {
+				ones := 0
+				for range 1000 {
+					now += 100e3
+					if send() == 1 {
+						ones++
+					}
+				}
+				// Rail 1 is now the stale one: one probe per 20 ms.
+				if ones < 3 || ones > 6 {
+					t.Errorf("the slow rail got %d of 1000 small segments over 100 ms after, want one probe per 20 ms (about 5)", ones)
+				}
+			}
+		})
 	}
 }
 
