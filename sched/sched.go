@@ -170,7 +170,12 @@ func New(name string, cfg Config) (Scheduler, error) {
 type DeliveryObserver interface {
 	// Delivered reports that the peer confirmed a segment of size bytes
 	// sent on rail, delay nanoseconds after it was queued (queueing,
-	// sending and the confirmation's way back). rails is the state now.
+	// sending and the confirmation's way back), now being when the
+	// confirmation came back. A caller that knows when the segment arrived
+	// (the transport: its ACKs carry arrival times) reports the
+	// confirmation as if it had left the peer at once and come back at the
+	// rail's base delay, so that the peer's turnaround and the queue on
+	// the way back do not count. rails is the state now.
 	Delivered(now int64, rail int, size int, delay int64, rails []RailState)
 }
 

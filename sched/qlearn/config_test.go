@@ -89,13 +89,14 @@ func TestRegistered(t *testing.T) {
 }
 
 func TestParseOptions(t *testing.T) {
-	c, err := ParseOptions(" k=12, beta=0.3,gamma=0, queue-factor=2, penalty=3, random-ties=true, epsilon=0.2, epsilon-min=0, epsilon-decay=500, outlier-factor=3, history=64 ")
+	c, err := ParseOptions(" k=12, beta=0.3,gamma=0, queue-factor=2, penalty=3, random-ties=true, epsilon=0.2, epsilon-min=0, epsilon-decay=500, outlier-factor=3, idle-probe=2, small-probe=0.5, history=64 ")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.K != 12 || *c.Beta != 0.3 || c.Gamma == nil || *c.Gamma != 0 || c.QueueFactor != 2 ||
 		*c.Penalty != 3 || !c.RandomTies || *c.Epsilon != 0.2 || *c.EpsilonMin != 0 ||
-		c.EpsilonDecay != 500 || c.OutlierFactor != 3 || c.History != 64 {
+		c.EpsilonDecay != 500 || c.OutlierFactor != 3 || c.History != 64 ||
+		c.IdleProbe == nil || *c.IdleProbe != 2 || c.SmallProbe == nil || *c.SmallProbe != 0.5 {
 		t.Fatalf("ParseOptions = %+v", c)
 	}
 	if c, err := ParseOptions(""); err != nil || c.K != 0 || c.Gamma != nil {
@@ -120,6 +121,9 @@ func TestParseOptions(t *testing.T) {
 	}
 	if _, err := New(Patent, sched.Config{Rails: 2}, c); err == nil || !strings.Contains(err.Error(), "K = 40, need 8..32") {
 		t.Fatalf("New with k=40: %v", err)
+	}
+	if _, err := New(Improved, sched.Config{Rails: 2}, Config{SmallProbe: F(-1)}); err == nil || !strings.Contains(err.Error(), "SmallProbe = -1, need 0..1e6 seconds") {
+		t.Fatalf("New with SmallProbe -1: %v", err)
 	}
 }
 
