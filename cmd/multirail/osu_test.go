@@ -210,6 +210,9 @@ func TestOSUEveryTestInProcess(t *testing.T) {
 			if !strings.Contains(stderr, "# bytes rank 0 sent per rail:\n#   to rank 1 (") {
 				t.Errorf("stderr has no rail summary: %q", stderr)
 			}
+			if !strings.Contains(stderr, "\n#     per message (") || !strings.Contains(stderr, "seals ") {
+				t.Errorf("stderr's rail summary has no per-message path counts: %q", stderr)
+			}
 
 			// The table.
 			stdout, _, errs = osuLocal(t, 3, args...)
