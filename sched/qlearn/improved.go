@@ -117,7 +117,7 @@ func newImproved(base sched.Config, prm params) *improved {
 func record(now int64, l int) uint64 { return uint64(max(now, 0))<<8 | uint64(l) }
 
 // probeBit marks a record as a probe's (its level is at most 64, below
-// the bit): its delay replaces the rail's stale value (learn).
+// the bit): its delay, when lower, replaces the rail's stale value (learn).
 const probeBit = 0x80
 
 // SmallProbeBytes is the largest segment that probes a rail after
