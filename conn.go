@@ -109,8 +109,6 @@ type Conn struct {
 	graceTimer    *time.Timer
 	creditUnsent  atomic.Uint64 // credit returned by Recv, not yet announced promptly
 	path          pathCounters  // Stats.Path
-	minBuf        []int64       // ackTimingLocked's scratch (under mu)
-	minOK         []bool
 
 	rmu         sync.Mutex
 	re          *reasm.Reassembler

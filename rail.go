@@ -61,7 +61,7 @@ type rail struct {
 	ackNow  int64       // the time of the ACK being applied
 	ackArr  int64       // and the arrival time it carries (the peer's clock)
 	ackFwd  int64       // the rail's smallest one-way delay then (sender.Rail.Minima)
-	ackOff  int64       // the peer's clock less ours then (sender.ClockOffset)
+	ackOff  int64       // the peer's clock less ours then (the rails' highest OffsetBound)
 	ackOK   bool        // whether ackFwd and ackOff are known
 	notSent int         // the socket's TCP_NOTSENT_LOWAT
 	nextTry int64       // c.now() from which the next rejoin attempt may start

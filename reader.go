@@ -498,23 +498,22 @@ func (c *Conn) ack(r *rail, a wire.Ack, now int64) error {
 }
 
 // ackTimingLocked records, for the ACK of r being applied, r's smallest
-// one-way delay and the clocks' offset (sender.ClockOffset over every
-// rail), by which acked times the deliveries it reports. Caller holds
-// c.mu.
+// one-way delay and the clocks' offset (the highest OffsetBound of the
+// connection's rails), by which acked times the deliveries it reports.
+// Caller holds c.mu.
 func (c *Conn) ackTimingLocked(r *rail) {
-	n := len(c.rails)
-	if cap(c.minBuf) < 2*n {
-		c.minBuf = make([]int64, 2*n)
+	fwd, _, ok := r.core.Minima()
+	r.ackOK = ok
+	if !ok {
+		return
 	}
-	fwd, rtt, have := c.minBuf[:n], c.minBuf[n:2*n], c.minOK[:0]
-	for i, x := range c.rails {
-		var ok bool
-		fwd[i], rtt[i], ok = x.core.Minima()
-		have = append(have, ok)
+	off, _ := r.core.OffsetBound()
+	for _, x := range c.rails {
+		if b, ok := x.core.OffsetBound(); ok {
+			off = max(off, b)
+		}
 	}
-	c.minOK = have
-	off, ok := sender.ClockOffset(fwd, rtt, have)
-	r.ackFwd, r.ackOff, r.ackOK = fwd[r.idx], off, ok && have[r.idx]
+	r.ackFwd, r.ackOff = fwd, off
 }
 
 // acked completes segment e of rail r, which the peer acknowledged at

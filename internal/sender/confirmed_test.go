@@ -15,7 +15,7 @@ import (
 // on the way there, and rail 0 one with no wait at all (a clean round
 // trip), Confirmed times each segment at its arrival on the sender's
 // clock plus the rail's base way back, whatever h and w were: the offset
-// comes from rail 0, also for the rails whose round trips all waited.
+// comes from rail 0 (the highest OffsetBound), also for the rails whose round trips all waited.
 func TestConfirmedModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		n := rapid.IntRange(1, 4).Draw(t, "rails")
@@ -46,16 +46,15 @@ func TestConfirmedModel(t *testing.T) {
 			lastArr[i] = arr
 			ackAt := arr - off + h + base[i] + w
 			now = max(now, ackAt)
-			fwd := make([]int64, n)
-			rtt := make([]int64, n)
-			ok := make([]bool, n)
-			for k, x := range rails {
-				fwd[k], rtt[k], ok[k] = x.Minima()
-			}
-			o, have := ClockOffset(fwd, rtt, ok)
 			got = -1
-			if have && ok[i] {
-				got = Confirmed(arr, sent, now, fwd[i], o)
+			if fwd, _, ok := r.Minima(); ok {
+				o, _ := r.OffsetBound()
+				for _, x := range rails {
+					if b, ok := x.OffsetBound(); ok {
+						o = max(o, b)
+					}
+				}
+				got = Confirmed(arr, sent, now, fwd, o)
 			}
 			if _, err := r.AckArrived(now, r.Acked()+1, arr, nil); err != nil {
 				t.Fatal(err)
@@ -81,7 +80,7 @@ func TestConfirmedModel(t *testing.T) {
 }
 
 // TestConfirmedUnknown: without minima from stamped acknowledgements a
-// rail reports none (Minima false), and ClockOffset of no rail is false.
+// rail reports none (Minima and OffsetBound false).
 func TestConfirmedUnknown(t *testing.T) {
 	r, err := New[int](Config{Pipe: 1})
 	if err != nil {
@@ -98,8 +97,8 @@ func TestConfirmedUnknown(t *testing.T) {
 	if _, _, ok := r.Minima(); ok {
 		t.Error("Minima after an acknowledgement without an arrival time: ok")
 	}
-	if _, ok := ClockOffset([]int64{5}, []int64{10}, []bool{false}); ok {
-		t.Error("ClockOffset of no rail with minima: ok")
+	if _, ok := r.OffsetBound(); ok {
+		t.Error("OffsetBound after an acknowledgement without an arrival time: ok")
 	}
 	if got := Confirmed(100, 50, 90, 0, 0); got != 90 {
 		t.Errorf("Confirmed after now: %d, want now (90)", got)

@@ -263,35 +263,25 @@ func (r *Rail[T]) Minima() (fwd, rtt int64, ok bool) {
 	return f, t, ok1 && ok2 && r.stamped
 }
 
-// ClockOffset estimates the peer's clock less this side's from the
-// Minima of the rails of one connection (fwd[i], rtt[i]; ok[i] false for
-// a rail without them): a rail's way there is at most half its smallest
-// round trip when the two ways' base delays are equal, so fwd - rtt/2
-// bounds the offset from below, the closer the cleaner the rail's round
-// trips (an acknowledgement that waited at the peer, as a lazy one does,
-// lengthens them). It takes the highest bound; false if no rail has
-// minima. Every rail of a connection joins the same two clocks, so a rail
-// that carries nothing both ways (its round trips all waited) is timed
-// by the offset of one that does.
-func ClockOffset(fwd, rtt []int64, ok []bool) (int64, bool) {
-	var off int64
-	have := false
-	for i := range fwd {
-		if !ok[i] {
-			continue
-		}
-		if b := fwd[i] - rtt[i]/2; !have || b > off {
-			off, have = b, true
-		}
-	}
-	return off, have
+// OffsetBound bounds the peer's clock less this side's from below, from
+// the rail's Minima: its way there is at most half its smallest round
+// trip when the two ways' base delays are equal, so fwd - rtt/2 is at
+// most the offset, the closer the cleaner the rail's round trips (an
+// acknowledgement that waited at the peer, as a lazy one does, lengthens
+// them). Every rail of a connection joins the same two clocks: the
+// highest bound over its rails is the offset (a rail that carries
+// nothing both ways, whose round trips all waited, is timed by one that
+// does). False without Minima.
+func (r *Rail[T]) OffsetBound() (int64, bool) {
+	fwd, rtt, ok := r.Minima()
+	return fwd - rtt/2, ok
 }
 
 // Confirmed is when a segment taken at sent on a rail whose smallest
 // one-way delay is fwd (Minima), acknowledged at now with the peer's
 // arrival time arrived, would have been confirmed had the confirmation
 // left the peer as it arrived and come back at the rail's base delay:
-// arrived on this side's clock (arrived - off, off from ClockOffset) plus
+// arrived on this side's clock (arrived - off, off the highest OffsetBound) plus
 // the base way back taken equal to the way there (fwd - off). It lies
 // within [sent, now]. What it leaves out is the time the acknowledgement
 // waited at the peer (a delayed or lazy one, or one riding the peer's
