@@ -706,8 +706,15 @@ func Irecv(h int64, buf []byte, src, tag int32) (req int64, code int32, msg stri
 		return 0, c, m
 	}
 	ctx, cancel := context.WithCancel(ce.ctx)
-	rq.stop = cancel
 	cr := ce.c.Irecv(ctx, int(src), int(tag))
+	// mr_request_free withdraws the receive before it returns: a message
+	// sent after it must go to the next receive (cancelling ctx alone
+	// withdraws it a moment later, from another goroutine, and a message
+	// arriving meanwhile was the freed request's, lost).
+	rq.stop = func() {
+		cr.Cancel()
+		cancel()
+	}
 	go func() {
 		defer ce.p2p.Done()
 		defer cancel()

@@ -28,7 +28,7 @@
 // # Point to point
 //
 // Send, Recv, Probe, Sendrecv and RecvInto block (each takes a context);
-// Isend and Irecv return a Request (Wait, Test, Done, WaitAll, WaitAny).
+// Isend and Irecv return a Request (Wait, Test, Done, Cancel, WaitAll, WaitAny).
 // Tags are 0..MaxTag; AnySource and AnyTag match anything. Messages from
 // one source with one tag arrive in send order; with a wildcard, in
 // arrival order. Unmatched messages are bounded per peer

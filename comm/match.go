@@ -328,9 +328,10 @@ type Request struct {
 	err  error
 
 	// Receives: what they match (world source or AnySource, tag or
-	// AnyTag) and the cancellation hook.
+	// AnyTag), the cancellation hook, and how Cancel withdraws them.
 	src, tag int
 	stop     func() bool
+	withdraw func() bool
 }
 
 func newRequest() *Request { return &Request{done: make(chan struct{})} }
@@ -368,6 +369,20 @@ func (r *Request) Wait(ctx context.Context) (Message, error) {
 	case <-ctx.Done():
 		return Message{}, ctx.Err()
 	}
+}
+
+// Cancel withdraws a receive that no message has matched yet, before it
+// returns: the request finishes with context.Canceled and the next
+// matching message goes to another receive. It reports whether it did;
+// false when the request had finished already (a message matched it, or
+// it failed) and for sends. Cancelling the receive's context withdraws it
+// too, but from another goroutine, a moment later: a message that arrives
+// meanwhile is the cancelled request's.
+func (r *Request) Cancel() bool {
+	if r.withdraw == nil {
+		return false
+	}
+	return r.withdraw()
 }
 
 // Test reports whether the operation has completed and, if so, its

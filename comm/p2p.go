@@ -123,8 +123,8 @@ func (c *Comm) Recv(ctx context.Context, src, tag int) (Message, error) {
 }
 
 // withdraw unposts receive r, which then fails with err, unless a message
-// matched it already.
-func (c *Comm) withdraw(r *Request, err error) {
+// matched it already; it reports whether it did.
+func (c *Comm) withdraw(r *Request, err error) bool {
 	w, cs := c.w, c.cs
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -132,9 +132,10 @@ func (c *Comm) withdraw(r *Request, err error) {
 		if p == r {
 			cs.posted = append(cs.posted[:i], cs.posted[i+1:]...)
 			r.finish(err)
-			return
+			return true
 		}
 	}
+	return false
 }
 
 // RecvInto is Recv into buf: it returns the number of bytes received and
@@ -219,6 +220,7 @@ func (c *Comm) irecv(ctx context.Context, src, tag int, hook bool) *Request {
 		return r
 	}
 	cs.posted = append(cs.posted, r)
+	r.withdraw = func() bool { return c.withdraw(r, context.Canceled) }
 	if hook {
 		r.stop = context.AfterFunc(ctx, func() { c.withdraw(r, ctx.Err()) })
 	}

@@ -222,3 +222,57 @@ func TestUnmatchedBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRequestCancel: Cancel withdraws an unmatched receive before it
+// returns (the request is finished with context.Canceled, and a message
+// sent right after goes to the next receive, never to the cancelled one);
+// it does nothing to a receive a message matched, nor to a send.
+func TestRequestCancel(t *testing.T) {
+	cs := local(t, 2, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 50 {
+		rq := cs[0].Irecv(ctx, 1, 5)
+		if !rq.Cancel() {
+			t.Fatalf("round %d: Cancel of a pending receive = false", i)
+		}
+		select {
+		case <-rq.Done():
+		default:
+			t.Fatalf("round %d: the request was not finished when Cancel returned", i)
+		}
+		if _, err := rq.Wait(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("round %d: cancelled request: %v, want context.Canceled", i, err)
+		}
+		if rq.Cancel() {
+			t.Fatalf("round %d: a second Cancel = true", i)
+		}
+		msg := []byte{byte(i)}
+		if err := cs[1].Send(ctx, 0, 5, msg); err != nil {
+			t.Fatal(err)
+		}
+		if m, err := cs[0].Recv(ctx, 1, 5); err != nil || !slices.Equal(m.Data, msg) {
+			t.Fatalf("round %d: the receive after the cancelled one: %+v %v", i, m, err)
+		}
+	}
+	// A matched receive keeps its message.
+	rq := cs[0].Irecv(ctx, 1, 6)
+	if err := cs[1].Send(ctx, 0, 6, []byte("kept")); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := rq.Wait(ctx); err != nil || string(m.Data) != "kept" {
+		t.Fatalf("matched receive: %+v %v", m, err)
+	}
+	if rq.Cancel() {
+		t.Fatal("Cancel of a matched receive = true")
+	}
+	if m, _, err := rq.Test(); err != nil || string(m.Data) != "kept" {
+		t.Fatalf("after Cancel, the matched receive: %+v %v", m, err)
+	}
+	if sq := cs[1].Isend(ctx, 0, 7, []byte("s")); sq.Cancel() {
+		t.Fatal("Cancel of a send = true")
+	}
+	if _, err := cs[0].Recv(ctx, 1, 7); err != nil {
+		t.Fatal(err)
+	}
+}
