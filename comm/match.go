@@ -328,10 +328,11 @@ type Request struct {
 	err  error
 
 	// Receives: what they match (world source or AnySource, tag or
-	// AnyTag), the cancellation hook, and how Cancel withdraws them.
+	// AnyTag), the cancellation hook, and the communicator a posted
+	// receive waits in (Cancel).
 	src, tag int
 	stop     func() bool
-	withdraw func() bool
+	postedIn *Comm
 }
 
 func newRequest() *Request { return &Request{done: make(chan struct{})} }
@@ -379,10 +380,10 @@ func (r *Request) Wait(ctx context.Context) (Message, error) {
 // too, but from another goroutine, a moment later: a message that arrives
 // meanwhile is the cancelled request's.
 func (r *Request) Cancel() bool {
-	if r.withdraw == nil {
+	if r.postedIn == nil {
 		return false
 	}
-	return r.withdraw()
+	return r.postedIn.withdraw(r, context.Canceled)
 }
 
 // Test reports whether the operation has completed and, if so, its

@@ -220,7 +220,7 @@ func (c *Comm) irecv(ctx context.Context, src, tag int, hook bool) *Request {
 		return r
 	}
 	cs.posted = append(cs.posted, r)
-	r.withdraw = func() bool { return c.withdraw(r, context.Canceled) }
+	r.postedIn = c
 	if hook {
 		r.stop = context.AfterFunc(ctx, func() { c.withdraw(r, ctx.Err()) })
 	}
