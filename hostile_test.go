@@ -550,6 +550,18 @@ func dataHeader(h wire.Hello, msg, total, offset uint64, n int) []byte {
 	return b
 }
 
+// smallFrame is a whole SMALL frame: message id, tag, payload p and, when
+// a is not nil, the ACK a inside.
+func smallFrame(flags uint8, id uint64, tag uint32, p []byte, a *wire.Ack) []byte {
+	h := make([]byte, wire.SmallHeaderSize)
+	wire.PutSmall(h, flags, id, tag, len(p))
+	if a == nil {
+		return append(h, p...)
+	}
+	b := wire.AppendSmallAck(nil, h, *a)
+	return append(append(b, h[wire.HeaderSize:]...), p...)
+}
+
 // trickle writes p to c one byte every interval, starting at once, until p
 // is written, a write fails or stop is closed.
 func trickle(c net.Conn, p []byte, every time.Duration, stop <-chan struct{}) {
@@ -850,8 +862,58 @@ func TestHostileLoggedReasons(t *testing.T) {
 			}
 		})
 	})
+	t.Run("SMALL with a CRC flag", func(t *testing.T) {
+		sessionAttack(t, 6, "unknown small flags", func(raw net.Conn, _ wire.Hello) {
+			b := smallFrame(0, 1, 0, []byte("x"), nil)
+			b[1] = wire.FlagCRC
+			raw.Write(b)
+		})
+	})
+	t.Run("SMALL acknowledging frames never sent", func(t *testing.T) {
+		sessionAttack(t, 7, "acknowledgement out of range", func(raw net.Conn, _ wire.Hello) {
+			raw.Write(smallFrame(wire.FlagAck, 1, 0, []byte("x"), &wire.Ack{Received: 5, Credit: 1 << 20, Arrived: 1}))
+		})
+	})
+	t.Run("SMALL larger than its bound", func(t *testing.T) {
+		sessionAttack(t, 8, "small body", func(raw net.Conn, _ wire.Hello) {
+			raw.Write(smallFrame(0, 1, 0, make([]byte, wire.MaxSmallPayload+1), nil))
+		})
+	})
 	legit.progress(t, 4)
 	legit.finish(t)
+}
+
+// TestSmallFrameByHand: SMALL frames written by hand, with and without an
+// ACK inside, are delivered as the messages they carry, in id order per
+// tag, and a resent one (same id) is dropped as a duplicate.
+func TestSmallFrameByHand(t *testing.T) {
+	const tok = "tok"
+	cfg := Config{Token: tok, MaxMessageSize: 1 << 20, MaxReceiveBuffer: 4 << 20}
+	ln, _ := hostileListener(t, cfg)
+	h := hostileHello(9)
+	raw, srv := rawSessionOn(t, ln, tok, h)
+	frame := func(flags uint8, id uint64, p []byte, a *wire.Ack) []byte { return smallFrame(flags, id, 3, p, a) }
+	var stream []byte
+	stream = append(stream, frame(wire.FlagEager, 1, []byte("one"), nil)...)
+	stream = append(stream, frame(0, 2, nil, &wire.Ack{Received: 0, Credit: 1 << 20})...) // an empty message; an ACK that acknowledges nothing
+	stream = append(stream, frame(wire.FlagEager, 2, nil, nil)...)                        // message 2 again: a duplicate
+	stream = append(stream, frame(0, 3, bytes.Repeat([]byte{7}, wire.MaxSmallPayload), nil)...)
+	stream = append(stream, frame(wire.FlagEager, 4, []byte("end"), nil)...)
+	if _, err := raw.Write(stream); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A delivered duplicate would come before "end".
+	for _, want := range [][]byte{[]byte("one"), {}, bytes.Repeat([]byte{7}, wire.MaxSmallPayload), []byte("end")} {
+		m, err := srv.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Tag != 3 || !bytes.Equal(m.Data, want) {
+			t.Fatalf("Recv = tag %d, %d bytes %.8q; want tag 3, %d bytes %.8q", m.Tag, len(m.Data), m.Data, len(want), want)
+		}
+	}
 }
 
 // TestHostileTrickle: a peer sending one byte per second is cut off by the

@@ -266,6 +266,8 @@ func (c *Conn) readFrame(r *rail) error {
 	switch h.Type {
 	case wire.TypeData:
 		return c.readData(r, h, lim, now)
+	case wire.TypeSmall:
+		return c.readSmall(r, h, lim, now)
 	case wire.TypeAck:
 		if err := c.readRecord(r, rs.body[:h.Len], false); err != nil {
 			return c.readFail(r, err)
@@ -327,6 +329,35 @@ func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits, now int64) erro
 	if err != nil {
 		return c.readFail(r, err)
 	}
+	return c.segment(r, d, nil, lim, now)
+}
+
+// readSmall reads the rest of a SMALL frame, whose header arrived at now:
+// the ACK it may carry, then its message, whole, as readData would.
+func (c *Conn) readSmall(r *rail, h wire.Header, lim wire.Limits, now int64) error {
+	rs := &r.rs
+	// One record, opened in place (it is at most a few KiB).
+	body := rs.sealedBuf(int(h.Len) + hs.Overhead)[:h.Len]
+	if err := c.readRecord(r, body, false); err != nil {
+		return c.readFail(r, err)
+	}
+	a, hasAck, d, payload, err := wire.ParseSmall(h, body, lim)
+	if err == nil && hasAck {
+		err = c.ack(r, a, now)
+	}
+	if err != nil {
+		return c.readFail(r, err)
+	}
+	d.Session = c.sid
+	return c.segment(r, d, payload, lim, now)
+}
+
+// segment takes the payload of segment d, whose header arrived at now,
+// into its message and decides when to acknowledge. The payload is read
+// from r, or is payload when that is not nil (a SMALL frame's, read
+// already).
+func (c *Conn) segment(r *rail, d wire.Data, payload []byte, lim wire.Limits, now int64) error {
+	rs := &r.rs
 	c.rmu.Lock()
 	dst, verdict, err := c.re.Begin(d)
 	c.rmu.Unlock()
@@ -335,7 +366,11 @@ func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits, now int64) erro
 	}
 	switch verdict {
 	case reasm.Write:
-		err = c.readPayload(r, dst)
+		if payload != nil {
+			copy(dst, payload)
+		} else {
+			err = c.readPayload(r, dst)
+		}
 		if err == nil && d.Flags&wire.FlagCRC != 0 && wire.Checksum(dst) != d.CRC {
 			err = fmt.Errorf("%w: checksum mismatch in message %d at %d", wire.ErrMalformed, d.Message, d.Offset)
 		}
@@ -353,8 +388,10 @@ func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits, now int64) erro
 		r.bytesIn.Add(uint64(d.Len))
 	case reasm.Discard:
 		// A duplicate (a resend of what arrived already).
-		if err := c.skipPayload(r, int(d.Len)); err != nil {
-			return c.readFail(r, err)
+		if payload == nil {
+			if err := c.skipPayload(r, int(d.Len)); err != nil {
+				return c.readFail(r, err)
+			}
 		}
 	case reasm.Hold:
 		// The same segment is being read on another rail right now (a
@@ -363,7 +400,9 @@ func (c *Conn) readData(r *rail, h wire.Header, lim wire.Limits, now int64) erro
 			rs.scratch = make([]byte, d.Len)
 		}
 		p := rs.scratch[:d.Len]
-		if err := c.readPayload(r, p); err != nil {
+		if payload != nil {
+			copy(p, payload)
+		} else if err := c.readPayload(r, p); err != nil {
 			return c.readFail(r, err)
 		}
 		c.rmu.Lock()

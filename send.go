@@ -31,14 +31,39 @@ func (m *outMsg) complete() {
 
 // segment is one DATA frame queued or in flight on a rail.
 type segment struct {
+	// hdr holds the frame's header: a DATA header (wire.PutData), or for
+	// a small message a SMALL header (wire.PutSmall) in its first hlen
+	// bytes.
 	hdr     [wire.DataHeaderSize]byte
+	hlen    uint8
 	payload []byte
 	msg     *outMsg
 	owned   *[]byte // the eager copy of the payload, returned to eagerPool on ACK
 }
 
 // wireSize is the segment's size on the wire.
-func (s *segment) wireSize() int { return len(s.payload) + wire.DataHeaderSize }
+func (s *segment) wireSize() int { return len(s.payload) + int(s.hlen) }
+
+// head is the header the segment's frame starts with.
+func (s *segment) head() []byte { return s.hdr[:s.hlen] }
+
+// small reports whether the segment travels as a SMALL frame.
+func (s *segment) small() bool { return s.hlen == wire.SmallHeaderSize }
+
+// smallFrame reports whether a message of n bytes travels whole in one
+// SMALL frame: it fits (wire.MaxSmallPayload, and our segment size, by
+// which the peer checks it) and it needs no checksum (SMALL has none).
+func (c *Conn) smallFrame(n int) bool {
+	return n <= wire.MaxSmallPayload && n <= c.cfg.SegmentSize && !c.cfg.Checksum
+}
+
+// headerFor is the header size of a frame of message m starting at off.
+func (c *Conn) headerFor(m *msgFrames) int {
+	if c.smallFrame(len(m.msg)) {
+		return wire.SmallHeaderSize
+	}
+	return wire.DataHeaderSize
+}
 
 // entry is a segment in a rail's sender core, with when it was queued and
 // written (ns since the connection started).
@@ -114,6 +139,7 @@ func (c *Conn) fillStates() {
 		st := &c.states[i]
 		st.Up = r.life.up()
 		r.core.Fill(st)
+		st.AckDue = r.received.Load() != r.ackedOut.Load()
 	}
 }
 
@@ -322,11 +348,17 @@ func (c *Conn) frame(m *msgFrames, off, end int) *segment {
 		s.owned, s.payload = b, *b
 	}
 	s.msg = m.om
-	d := wire.Data{Flags: m.flags, Session: c.sid, Message: m.id, Tag: m.tag, Total: uint64(len(m.msg)), Offset: uint64(off), Len: uint32(end - off)}
-	if c.cfg.Checksum {
-		d.CRC = wire.Checksum(s.payload)
+	if c.smallFrame(len(m.msg)) {
+		wire.PutSmall(s.hdr[:], m.flags&wire.FlagEager, m.id, m.tag, len(m.msg))
+		s.hlen = wire.SmallHeaderSize
+	} else {
+		d := wire.Data{Flags: m.flags, Session: c.sid, Message: m.id, Tag: m.tag, Total: uint64(len(m.msg)), Offset: uint64(off), Len: uint32(end - off)}
+		if c.cfg.Checksum {
+			d.CRC = wire.Checksum(s.payload)
+		}
+		wire.PutData(s.hdr[:], d)
+		s.hlen = wire.DataHeaderSize
 	}
-	wire.PutData(s.hdr[:], d)
 	if m.om != nil {
 		m.om.remaining++
 	}
@@ -342,8 +374,9 @@ func (c *Conn) queueRangeLocked(m *msgFrames, off, end int) (*rail, error) {
 	single := len(m.msg) <= seg
 	continuous := !c.dispatched()
 	var last *rail
+	hl := c.headerFor(m)
 	for off < end || off == 0 {
-		r, now, err := c.railLocked(min(seg, end-off) + wire.DataHeaderSize)
+		r, now, err := c.railLocked(min(seg, end-off) + hl)
 		if err != nil {
 			return nil, err
 		}

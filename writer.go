@@ -47,7 +47,10 @@ type wstate struct {
 	wv        net.Buffers
 	run       []byte // contiguous bytes of a write: control, headers, small payloads
 	ctl       []byte
-	records   int // records sealed into out (Stats.Path.Seals)
+	body      []byte   // a SMALL frame's body, gathered to be sealed as one record
+	ack       wire.Ack // the ACK to send with the batch, when acking
+	fold      int      // the batch entry whose SMALL frame carries the ACK; -1: none (it goes in ctl)
+	records   int      // records sealed into out (Stats.Path.Seals)
 	ackSent   uint64
 	creditOut uint64
 	pingDue   bool
@@ -99,10 +102,22 @@ func (c *Conn) writeBatch(r *rail, ctlOnly bool) (int, error) {
 		arrived = 0 // a new connection (rejoin): nothing arrived on it yet
 	}
 	acking := false
+	w.fold = -1
 	if got != w.ackSent || credit != w.creditOut {
 		acking = true
 		w.ackSent, w.creditOut = got, credit
-		w.ctl = wire.AppendAck(w.ctl, wire.Ack{Received: got, Credit: credit, Arrived: arrived})
+		w.ack = wire.Ack{Received: got, Credit: credit, Arrived: arrived}
+		// The ACK rides the batch's first SMALL frame, if it has one
+		// (docs/wire.md, "SMALL"); otherwise it is a frame of its own.
+		for i, e := range w.batch {
+			if e.Seg.small() {
+				w.fold = i
+				break
+			}
+		}
+		if w.fold < 0 {
+			w.ctl = wire.AppendAck(w.ctl, w.ack)
+		}
 		r.ackedOut.Store(got)
 		r.creditDue.Store(false)
 	}
@@ -183,20 +198,28 @@ func (w *wstate) write(c net.Conn, iov net.Buffers) error {
 }
 
 // sealBatch seals the pending control frames and the batch's segments
-// (header, fixed part, payload: see internal/handshake's record layout)
-// into one buffer: sealing copies every payload anyway.
+// (see internal/handshake's record layout: a DATA frame's header, fixed
+// part and payload records; a SMALL frame's header and body, the ACK it
+// carries included) into one buffer: sealing copies every payload anyway.
 func (w *wstate) sealBatch() []byte {
-	size := len(w.ctl) + 2*hs.Overhead
+	size := len(w.ctl) + 2*hs.Overhead + wire.AckSize
 	for _, e := range w.batch {
-		size += wire.DataHeaderSize + len(e.Seg.payload) + (2+hs.PayloadRecords(len(e.Seg.payload)))*hs.Overhead
+		size += int(e.Seg.hlen) + len(e.Seg.payload) + (2+hs.PayloadRecords(len(e.Seg.payload)))*hs.Overhead
 	}
 	if cap(w.out) < size {
 		w.out = make([]byte, 0, size)
 	}
 	out := hs.SealFrames(w.seal, w.out[:0], w.ctl)
 	plain := len(w.ctl)
-	for _, e := range w.batch {
+	for i, e := range w.batch {
 		s := e.Seg
+		if s.small() {
+			b := w.smallFrame(s, i == w.fold)
+			out = w.seal.Seal(out, b[:wire.HeaderSize])
+			out = w.seal.Seal(out, b[wire.HeaderSize:])
+			plain += len(b)
+			continue
+		}
 		out = w.seal.Seal(out, s.hdr[:wire.HeaderSize])
 		out = w.seal.Seal(out, s.hdr[wire.HeaderSize:])
 		out = hs.SealPayload(w.seal, out, s.payload)
@@ -207,15 +230,30 @@ func (w *wstate) sealBatch() []byte {
 	return out
 }
 
+// smallFrame gathers s's whole SMALL frame (header, the batch's ACK when
+// withAck, message id and tag, payload) into w.body and returns it.
+func (w *wstate) smallFrame(s *segment, withAck bool) []byte {
+	b := w.body[:0]
+	if withAck {
+		b = wire.AppendSmallAck(b, s.hdr[:], w.ack)
+		b = append(b, s.hdr[wire.HeaderSize:wire.SmallHeaderSize]...)
+	} else {
+		b = append(b, s.head()...)
+	}
+	b = append(b, s.payload...)
+	w.body = b
+	return b
+}
+
 // plainBatch appends to iov the pending control frames and the batch's
 // segments in clear: control frames, headers and small payloads are
 // copied into one contiguous run (a copy of a few bytes is cheaper than
 // an iovec); large payloads are written from the caller's memory.
 func (w *wstate) plainBatch(iov net.Buffers) net.Buffers {
-	size := len(w.ctl)
+	size := len(w.ctl) + wire.AckSize
 	for _, e := range w.batch {
 		s := e.Seg
-		size += len(s.hdr)
+		size += int(s.hlen)
 		if len(s.payload) <= smallPayload {
 			size += len(s.payload)
 		}
@@ -224,9 +262,14 @@ func (w *wstate) plainBatch(iov net.Buffers) net.Buffers {
 		w.run = make([]byte, 0, size) // appends below then never move it
 	}
 	run := append(w.run[:0], w.ctl...) // control frames first
-	for _, e := range w.batch {
+	for i, e := range w.batch {
 		s := e.Seg
-		run = append(run, s.hdr[:]...)
+		if i == w.fold {
+			run = wire.AppendSmallAck(run, s.hdr[:], w.ack)
+			run = append(run, s.hdr[wire.HeaderSize:wire.SmallHeaderSize]...)
+		} else {
+			run = append(run, s.head()...)
+		}
 		if len(s.payload) <= smallPayload {
 			run = append(run, s.payload...)
 			continue

@@ -35,6 +35,10 @@ type RailState struct {
 	// NominalBps is the configured bandwidth of the rail in bits per second;
 	// 0 when none was configured.
 	NominalBps float64
+	// AckDue is true when the peer's frames that arrived on this rail are
+	// not all acknowledged yet: a frame sent on it now carries that
+	// acknowledgement (and the kernel's TCP ACK) at no cost.
+	AckDue bool
 }
 
 // Full reports whether the rail's queue has no room for another segment.

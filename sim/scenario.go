@@ -40,7 +40,10 @@ const (
 )
 
 // HeaderSize is the number of bytes on the wire before each segment's
-// payload (the live transport's DATA header).
+// payload (the live transport's DATA header). The live transport sends a
+// message of at most wire.MaxSmallPayload bytes as one SMALL frame, whose
+// header is 28 bytes shorter and may carry an ACK; the simulator charges
+// every segment a DATA header.
 const HeaderSize = wire.DataHeaderSize
 
 // Traffic kinds.

@@ -16,7 +16,8 @@ import (
 //   - for DATA, the fixed part (wire.DataFixedSize bytes), then the
 //     payload in records of MaxRecord bytes, the last one shorter (one
 //     empty record for an empty payload);
-//   - for every other frame, its body when it has one.
+//   - for every other frame (a SMALL frame included: its body is at most
+//     a few KiB), its body when it has one.
 //
 // A receiver thus opens the header before it trusts the length, opens a
 // DATA frame's fixed part before it decides where the payload goes, and

@@ -1,6 +1,6 @@
 // Package wire is the pure codec of the multirail wire format: the 8-byte
 // frame header, the handshake frames (HELLO, CHALLENGE, AUTH, WELCOME,
-// REJECT), DATA segments, ACK, GOAWAY and PING. The format is specified in
+// REJECT), DATA segments, SMALL messages, ACK, GOAWAY and PING. The format is specified in
 // docs/wire.md; this package is its reference implementation.
 //
 // It does no I/O, holds no state, starts no goroutines and does no
@@ -24,9 +24,15 @@
 //     the body. Then read the body and call the Parse function of h.Type.
 //     For DATA, call ParseData on the DataFixedSize fixed part, read d.Len
 //     payload bytes and, when d.Flags&FlagCRC != 0, compare Checksum of the
-//     payload with d.CRC. DecodeFrame does all of this on a buffer and
+//     payload with d.CRC. For SMALL, read the whole body (ParseHeader
+//     bounds it by MaxSmallPayload) and call ParseSmall, which returns the
+//     ACK inside it, if any, and the message as the DATA segment it stands
+//     for. DecodeFrame does all of this on a buffer and
 //     returns ErrShort while the buffer holds only part of a frame.
-//   - Write control frames with the Append functions and DATA frames with
+//   - Write control frames with the Append functions, SMALL frames with
+//     PutSmall into b[:SmallHeaderSize] followed by the payload (or, with
+//     an ACK inside, AppendSmallAck, then the id and tag, then the
+//     payload), and DATA frames with
 //     PutData into b[:DataHeaderSize] followed by the payload; set CRC to
 //     Checksum(payload) together with FlagCRC, or leave both zero.
 //

@@ -66,6 +66,19 @@ func reencode(t *testing.T, frame []byte, h Header, lim Limits) []byte {
 		out = make([]byte, DataHeaderSize+int(d.Len))
 		PutData(out, d)
 		copy(out[DataHeaderSize:], body[DataFixedSize:])
+	case TypeSmall:
+		var (
+			a   Ack
+			ok  bool
+			d   Data
+			pay []byte
+		)
+		a, ok, d, pay, err = ParseSmall(h, body, lim)
+		if err != nil {
+			break
+		}
+		checkSmall(t, h, d, pay, lim)
+		out = smallFrame(d.Flags, d.Message, d.Tag, pay, ok, a)
 	default:
 		t.Fatalf("DecodeFrame accepted frame type %#x", h.Type)
 	}
@@ -204,7 +217,7 @@ func FuzzDecodeFrame(f *testing.F) {
 			if ph, err := ParseHeader(b, lim); err != nil || ph != h {
 				t.Fatalf("ParseHeader = %+v, %v; DecodeFrame said %+v", ph, err, h)
 			}
-			if h.Type != TypeData && h.Len > MaxControlBody {
+			if h.Type != TypeData && h.Type != TypeSmall && h.Len > MaxControlBody {
 				t.Fatalf("control frame %#x with a body of %d bytes", h.Type, h.Len)
 			}
 			frame := b[:n]
@@ -443,6 +456,63 @@ func FuzzParseStageFeedback(f *testing.F) {
 		}
 		if got := AppendStageFeedback(nil, fb); !bytes.Equal(got, b) {
 			t.Fatalf("re-encoding %+v gives %x, input %x", fb, got, b)
+		}
+	})
+}
+
+// checkSmall checks the promises ParseSmall makes about a SMALL frame it
+// accepts: a whole message at offset 0 with a message id, a payload
+// within the bounds and only the eager flag carried over.
+func checkSmall(t *testing.T, h Header, d Data, pay []byte, lim Limits) {
+	t.Helper()
+	if d.Message == 0 || d.Offset != 0 || d.Session != 0 || d.CRC != 0 || d.Flags&^FlagEager != 0 {
+		t.Fatalf("ParseSmall accepted %+v", d)
+	}
+	if int(d.Len) != len(pay) || d.Total != uint64(len(pay)) || len(pay) > min(MaxSmallPayload, lim.SegmentSize) {
+		t.Fatalf("ParseSmall: %+v with a payload of %d bytes (segment %d)", d, len(pay), lim.SegmentSize)
+	}
+	if lim.MaxMessage >= 0 && d.Total > uint64(lim.MaxMessage) {
+		t.Fatalf("ParseSmall accepted a message of %d bytes over the limit %d", d.Total, lim.MaxMessage)
+	}
+	if h.Flags&FlagEager != d.Flags {
+		t.Fatalf("flags %#x became %#x", h.Flags, d.Flags)
+	}
+}
+
+// FuzzParseSmall: any SMALL body under any accepted header either fails
+// with ErrMalformed or decodes to a message within the limits whose
+// encoding gives back the same frame.
+func FuzzParseSmall(f *testing.F) {
+	a := Ack{Received: 5, Credit: 0x10000, Arrived: 1500000}
+	f.Add(uint8(0), smallFrame(0, 9, 7, []byte("abc"), false, Ack{})[HeaderSize:], uint16(testSeg), int64(1<<20))
+	f.Add(FlagAck|FlagEager, smallFrame(FlagEager, 9, 7, payload(48), true, a)[HeaderSize:], uint16(testSeg), int64(1<<20))
+	f.Add(uint8(0), smallFrame(0, 0, 7, nil, false, Ack{})[HeaderSize:], uint16(512), int64(0))
+	f.Add(FlagAck, make([]byte, AckSize+SmallFixedSize+1), uint16(512), int64(-1))
+	f.Fuzz(func(t *testing.T, flags uint8, body []byte, seg uint16, maxMsg int64) {
+		lim := Limits{SegmentSize: int(seg), MaxMessage: maxMsg}
+		h := Header{Type: TypeSmall, Flags: flags, Len: uint32(len(body))}
+		frame := make([]byte, HeaderSize, HeaderSize+len(body))
+		PutHeader(frame, h)
+		frame = append(frame, body...)
+		if _, err := ParseHeader(frame, lim); err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("ParseHeader: %v does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		a, ok, d, pay, err := ParseSmall(h, body, lim)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("ParseSmall: %v does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		checkSmall(t, h, d, pay, lim)
+		if ok != (flags&FlagAck != 0) {
+			t.Fatalf("ack %v for flags %#x", ok, flags)
+		}
+		if out := smallFrame(d.Flags, d.Message, d.Tag, pay, ok, a); !bytes.Equal(out, frame) {
+			t.Fatalf("re-encoding changed the frame:\n got %x\nwant %x", out, frame)
 		}
 	})
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // Version is the protocol version this package speaks.
-const Version = 5
+const Version = 6
 
 // Magic opens every HELLO body: it lets a server tell a multirail peer from
 // anything else that connects to its port.
@@ -29,6 +29,7 @@ const (
 	TypeAck       uint8 = 0x11
 	TypeGoAway    uint8 = 0x12
 	TypePing      uint8 = 0x13
+	TypeSmall     uint8 = 0x14 // a whole small message in one frame, maybe with an ACK
 	TypeFeedback  uint8 = 0x20 // reserved for loss-tolerant stages
 )
 
@@ -40,6 +41,11 @@ const (
 	FlagEager uint8 = 1 << 1
 	// DataFlags are all flags a DATA frame may carry.
 	DataFlags = FlagCRC | FlagEager
+	// FlagAck on a SMALL frame says that an ACK body (AckSize bytes) opens
+	// its body.
+	FlagAck uint8 = 1 << 2
+	// SmallFlags are all flags a SMALL frame may carry.
+	SmallFlags = FlagEager | FlagAck
 )
 
 // Fixed body sizes.
@@ -67,6 +73,19 @@ const (
 
 // DataHeaderSize is the number of bytes on the wire before a DATA payload.
 const DataHeaderSize = HeaderSize + DataFixedSize
+
+// SmallFixedSize is the fixed part of a SMALL body after its optional ACK:
+// message id and tag.
+const SmallFixedSize = 8 + 4
+
+// SmallHeaderSize is the number of bytes on the wire before a SMALL
+// payload that carries no ACK.
+const SmallHeaderSize = HeaderSize + SmallFixedSize
+
+// MaxSmallPayload bounds the payload of a SMALL frame (and the segment
+// size bounds it too): a message that fits goes whole in one frame whose
+// body is one sealed record.
+const MaxSmallPayload = 4096
 
 // Errors. Every decoding error wraps ErrMalformed.
 var (
@@ -128,7 +147,7 @@ func ParseHeader(b []byte, lim Limits) (Header, error) {
 	if b[2] != 0 || b[3] != 0 {
 		return h, malformed("reserved header bytes %#x %#x", b[2], b[3])
 	}
-	if h.Type != TypeData && h.Flags != 0 {
+	if h.Type != TypeData && h.Type != TypeSmall && h.Flags != 0 {
 		return h, malformed("flags %#x on frame type %#x", h.Flags, h.Type)
 	}
 	var want uint32
@@ -167,6 +186,22 @@ func ParseHeader(b []byte, lim Limits) (Header, error) {
 		max := DataFixedSize + uint64(MaxPayload(lim.SegmentSize))
 		if h.Len < DataFixedSize || uint64(h.Len) > max {
 			return h, malformed("data body of %d bytes (allowed %d..%d)", h.Len, DataFixedSize, max)
+		}
+		return h, nil
+	case TypeSmall:
+		if h.Flags&^SmallFlags != 0 {
+			return h, malformed("unknown small flags %#x", h.Flags)
+		}
+		if lim.SegmentSize <= 0 {
+			return h, malformed("no segment size negotiated")
+		}
+		lo := uint32(SmallFixedSize)
+		if h.Flags&FlagAck != 0 {
+			lo += AckSize
+		}
+		hi := lo + uint32(min(MaxSmallPayload, lim.SegmentSize))
+		if h.Len < lo || h.Len > hi {
+			return h, malformed("small body of %d bytes (allowed %d..%d)", h.Len, lo, hi)
 		}
 		return h, nil
 	default:
@@ -470,6 +505,70 @@ func ParseData(h Header, fixed []byte, lim Limits) (Data, error) {
 	return d, nil
 }
 
+// PutSmall encodes the header of a SMALL frame without an ACK (frame
+// header, message id, tag) into b[:SmallHeaderSize] for a payload of n
+// bytes (at most MaxSmallPayload and the peer's segment size) that
+// follows. flags may hold FlagEager.
+func PutSmall(b []byte, flags uint8, message uint64, tag uint32, n int) {
+	_ = b[SmallHeaderSize-1]
+	PutHeader(b, Header{Type: TypeSmall, Flags: flags, Len: uint32(SmallFixedSize + n)})
+	binary.BigEndian.PutUint64(b[HeaderSize:], message)
+	binary.BigEndian.PutUint32(b[HeaderSize+8:], tag)
+}
+
+// AppendSmallAck appends the frame header and ACK of a SMALL frame that
+// carries a, for the SMALL header small (as PutSmall wrote it) whose
+// message id, tag and payload the caller appends next.
+func AppendSmallAck(b []byte, small []byte, a Ack) []byte {
+	n := binary.BigEndian.Uint32(small[4:8])
+	b = appendHeader(b, TypeSmall, small[1]|FlagAck, n+AckSize)
+	b = binary.BigEndian.AppendUint64(b, a.Received)
+	b = binary.BigEndian.AppendUint64(b, a.Credit)
+	return binary.BigEndian.AppendUint64(b, uint64(a.Arrived))
+}
+
+// ParseSmall decodes the body of a SMALL frame whose header h was accepted
+// by ParseHeader: the ACK it carries (ok reports whether it does), the
+// message's segment as DATA would carry it (one segment at offset 0 of a
+// message of Len bytes, session left 0: the rail's keys, or in clear the
+// connection, tell the session), and its payload (a subslice of body).
+func ParseSmall(h Header, body []byte, lim Limits) (a Ack, ok bool, d Data, payload []byte, err error) {
+	if len(body) != int(h.Len) {
+		return a, false, d, nil, malformed("small body of %d bytes, header says %d", len(body), h.Len)
+	}
+	if h.Flags&FlagAck != 0 {
+		if len(body) < AckSize {
+			return a, false, d, nil, malformed("small body of %d bytes with an ack", len(body))
+		}
+		if a, err = ParseAck(body[:AckSize]); err != nil {
+			return a, false, d, nil, err
+		}
+		ok, body = true, body[AckSize:]
+	}
+	if len(body) < SmallFixedSize {
+		return a, false, d, nil, malformed("small body of %d bytes", len(body))
+	}
+	d.Flags = h.Flags & FlagEager
+	d.Message = binary.BigEndian.Uint64(body[0:8])
+	d.Tag = binary.BigEndian.Uint32(body[8:12])
+	payload = body[SmallFixedSize:]
+	d.Len = uint32(len(payload))
+	d.Total = uint64(d.Len)
+	if d.Message == 0 {
+		return a, false, d, nil, malformed("message id 0")
+	}
+	if lim.SegmentSize <= 0 {
+		return a, false, d, nil, malformed("no segment size negotiated")
+	}
+	if len(payload) > min(MaxSmallPayload, lim.SegmentSize) {
+		return a, false, d, nil, malformed("small payload of %d bytes (at most %d)", len(payload), min(MaxSmallPayload, lim.SegmentSize))
+	}
+	if lim.MaxMessage >= 0 && d.Total > uint64(lim.MaxMessage) {
+		return a, false, d, nil, malformed("message of %d bytes exceeds the limit of %d", d.Total, lim.MaxMessage)
+	}
+	return a, ok, d, payload, nil
+}
+
 // Ack acknowledges DATA frames received on the rail it travels back on,
 // says when the last of them arrived, and grants flow-control credit for
 // the whole connection.
@@ -569,6 +668,8 @@ func DecodeFrame(b []byte, lim Limits) (Header, int, error) {
 		_, err = ParseAck(body)
 	case TypeGoAway:
 		_, err = ParseGoAway(body)
+	case TypeSmall:
+		_, _, _, _, err = ParseSmall(h, body, lim)
 	case TypeData:
 		var d Data
 		d, err = ParseData(h, body[:DataFixedSize], lim)

@@ -89,6 +89,19 @@ func dataFrame(d Data, p []byte) []byte {
 	return b
 }
 
+// smallFrame builds a whole SMALL frame: with a the ACK it carries when
+// withAck, message id, tag and payload p.
+func smallFrame(flags uint8, id uint64, tag uint32, p []byte, withAck bool, a Ack) []byte {
+	h := make([]byte, SmallHeaderSize)
+	PutSmall(h, flags, id, tag, len(p))
+	if !withAck {
+		return append(h, p...)
+	}
+	b := AppendSmallAck(nil, h, a)
+	b = append(b, h[HeaderSize:]...)
+	return append(b, p...)
+}
+
 func payload(n int) []byte {
 	p := make([]byte, n)
 	for i := range p {
@@ -250,6 +263,32 @@ func roundTrips() []roundTrip {
 				t.Fatalf("ParseData = %+v, %v; want %+v", got, err, want)
 			}
 			if !bytes.Equal(body[DataFixedSize:], c.p) {
+				t.Fatal("payload changed")
+			}
+		})
+	}
+	testAck := Ack{Received: 3, Credit: 1 << 20, Arrived: 12345}
+	for _, c := range []struct {
+		name    string
+		flags   uint8
+		p       []byte
+		withAck bool
+	}{
+		{"small-8", 0, payload(8), false},
+		{"small-empty", 0, nil, false},
+		{"small-eager", FlagEager, payload(48), false},
+		{"small-segment", 0, payload(testSeg), false},
+		{"small-ack", FlagEager, payload(48), true},
+		{"small-ack-empty", 0, nil, true},
+	} {
+		frame := smallFrame(c.flags, 77, 5, c.p, c.withAck, testAck)
+		want := Data{Flags: c.flags, Message: 77, Tag: 5, Total: uint64(len(c.p)), Len: uint32(len(c.p))}
+		add(c.name, frame, TypeSmall, func(t *testing.T, h Header, body []byte) {
+			a, ok, d, p, err := ParseSmall(h, body, testLim)
+			if err != nil || d != want || ok != c.withAck || (ok && a != testAck) {
+				t.Fatalf("ParseSmall = %+v, %v, %+v, %v; want %+v, %v, %+v", a, ok, d, err, testAck, c.withAck, want)
+			}
+			if !bytes.Equal(p, c.p) {
 				t.Fatal("payload changed")
 			}
 		})
@@ -529,25 +568,25 @@ func TestGolden(t *testing.T) {
 		hex   string
 	}{
 		// HELLO, rail 2 of 3, rejoin, session 00..0f, segment 65536,
-		// window 2^30, max message 2^24: magic "MRLY", version 5, flags
+		// window 2^30, max message 2^24: magic "MRLY", version 6, flags
 		// 0x01, two zero bytes, session; then the Noise message: key,
 		// parameters (rail 2, rails 3, four zero bytes, segment 0x10000,
 		// window 0x40000000, max message 0x1000000), tag.
 		{"hello", helloFrame(testHello), true,
 			"01000000" + "00000064" +
-				"4d524c59" + "05" + "01" + "0000" + "000102030405060708090a0b0c0d0e0f" +
+				"4d524c59" + "06" + "01" + "0000" + "000102030405060708090a0b0c0d0e0f" +
 				key1 +
 				"0002" + "0003" + "00000000" + "00010000" + "0000000040000000" + "0000000001000000" +
 				tag1},
 		{"hello-prefix", AppendHelloPrefix(nil, testHello), false,
-			"4d524c59" + "05" + "01" + "0000" + "000102030405060708090a0b0c0d0e0f"},
+			"4d524c59" + "06" + "01" + "0000" + "000102030405060708090a0b0c0d0e0f"},
 		{"hello-params", AppendHelloParams(nil, testHello), false,
 			"0002" + "0003" + "00000000" + "00010000" + "0000000040000000" + "0000000001000000"},
 		// Join and plaintext, rail 0 of 1, session f0..ff, segment 512,
 		// window 0, max message 2^64-1.
 		{"hello-join", helloFrame(joinHello), true,
 			"01000000" + "00000064" +
-				"4d524c59" + "05" + "06" + "0000" + "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff" +
+				"4d524c59" + "06" + "06" + "0000" + "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff" +
 				key1 +
 				"0000" + "0001" + "00000000" + "00000200" + "0000000000000000" + "ffffffffffffffff" +
 				tag1},
@@ -574,6 +613,13 @@ func TestGolden(t *testing.T) {
 				"0000000000000003" + "0000000000000000" + "616263"},
 		{"ack", AppendAck(nil, Ack{Received: 5, Credit: 0x10000, Arrived: 1500000}), true,
 			"11000000" + "00000018" + "0000000000000005" + "0000000000010000" + "000000000016e360"},
+		// SMALL: message 9, tag 7, "abc"; then eager with an ACK
+		// (received 5, credit 0x10000, arrived 1500000) in front.
+		{"small", smallFrame(0, 9, 7, []byte("abc"), false, Ack{}), true,
+			"14000000" + "0000000f" + "0000000000000009" + "00000007" + "616263"},
+		{"small-ack", smallFrame(FlagEager, 9, 7, []byte("abc"), true, Ack{Received: 5, Credit: 0x10000, Arrived: 1500000}), true,
+			"14060000" + "00000027" + "0000000000000005" + "0000000000010000" + "000000000016e360" +
+				"0000000000000009" + "00000007" + "616263"},
 		{"goaway", AppendGoAway(nil, GoAwayProtocol), true, "12000000" + "00000002" + "0001"},
 		{"ping", AppendPing(nil), true, "13000000" + "00000000"},
 	} {
@@ -588,7 +634,7 @@ func TestGolden(t *testing.T) {
 	}
 
 	// The golden bytes decode to the values they were made of.
-	body, _ := hex.DecodeString("4d524c59" + "05" + "06" + "0000" + "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff" + key1 +
+	body, _ := hex.DecodeString("4d524c59" + "06" + "06" + "0000" + "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff" + key1 +
 		"0000" + "0001" + "00000000" + "00000200" + "0000000000000000" + "ffffffffffffffff" + tag1)
 	m, rest, err := ParseHelloPrefix(body)
 	if err != nil || m != helloPrefixOf(joinHello) || len(rest) != HelloSize-HelloPrefixSize {
@@ -659,7 +705,7 @@ func TestSizes(t *testing.T) {
 		name      string
 		got, want int
 	}{
-		{"Version", Version, 5},
+		{"Version", Version, 6},
 		{"HeaderSize", HeaderSize, 8},
 		{"NoiseKeySize", NoiseKeySize, 32},
 		{"TagSize", TagSize, 16},
@@ -734,6 +780,10 @@ func TestParseHeaderAccepts(t *testing.T) {
 		{"data-full", hdr(TypeData, 0, 0, 0, DataFixedSize+testSeg), testLim},
 		{"data-crc", hdr(TypeData, FlagCRC, 0, 0, DataFixedSize+1), testLim},
 		{"data-max-segment", hdr(TypeData, 0, 0, 0, DataFixedSize+MaxSegmentSize), Limits{SegmentSize: MaxSegmentSize}},
+		{"small-empty", hdr(TypeSmall, 0, 0, 0, SmallFixedSize), testLim},
+		{"small-segment", hdr(TypeSmall, FlagEager, 0, 0, SmallFixedSize+testSeg), testLim},
+		{"small-ack", hdr(TypeSmall, FlagAck, 0, 0, AckSize+SmallFixedSize), testLim},
+		{"small-max", hdr(TypeSmall, FlagAck|FlagEager, 0, 0, AckSize+SmallFixedSize+MaxSmallPayload), Limits{SegmentSize: 1 << 20}},
 		{"longer-buffer", append(hdr(TypePing, 0, 0, 0, 0), 0xff, 0xff), Limits{}},
 	}
 	// A HELLO of any length up to MaxControlBody: its body tells the
@@ -777,6 +827,16 @@ func TestParseHeaderRejects(t *testing.T) {
 		{"data-len-max", hdr(TypeData, 0, 0, 0, math.MaxUint32), testLim},
 		{"data-no-limits", hdr(TypeData, 0, 0, 0, DataFixedSize), Limits{}},
 		{"data-negative-segment", hdr(TypeData, 0, 0, 0, 1<<31), Limits{SegmentSize: -1000, MaxMessage: -1}},
+		{"small-crc", hdr(TypeSmall, FlagCRC, 0, 0, SmallFixedSize), testLim},
+		{"small-flag-80", hdr(TypeSmall, 0x80, 0, 0, SmallFixedSize), testLim},
+		{"small-reserved", hdr(TypeSmall, 0, 1, 0, SmallFixedSize), testLim},
+		{"small-len-11", hdr(TypeSmall, 0, 0, 0, SmallFixedSize-1), testLim},
+		{"small-ack-len-35", hdr(TypeSmall, FlagAck, 0, 0, AckSize+SmallFixedSize-1), testLim},
+		{"small-over-segment", hdr(TypeSmall, 0, 0, 0, SmallFixedSize+testSeg+1), testLim},
+		{"small-ack-over-segment", hdr(TypeSmall, FlagAck, 0, 0, AckSize+SmallFixedSize+testSeg+1), testLim},
+		{"small-over-max", hdr(TypeSmall, 0, 0, 0, SmallFixedSize+MaxSmallPayload+1), Limits{SegmentSize: 1 << 20}},
+		{"small-len-max", hdr(TypeSmall, 0, 0, 0, math.MaxUint32), testLim},
+		{"small-no-limits", hdr(TypeSmall, 0, 0, 0, SmallFixedSize), Limits{}},
 		{"reject-len-0", hdr(TypeReject, 0, 0, 0, 0), testLim},
 		{"reject-len-1", hdr(TypeReject, 0, 0, 0, 1), testLim},
 		{"reject-len-259", hdr(TypeReject, 0, 0, 0, MaxControlBody+1), testLim},
@@ -786,7 +846,7 @@ func TestParseHeaderRejects(t *testing.T) {
 	for _, n := range []uint32{MaxControlBody + 1, MaxControlBody + HelloSize, 1 << 16, 1 << 31, math.MaxUint32} {
 		cases = append(cases, tc{fmt.Sprintf("hello-len-%d", n), hdr(TypeHello, 0, 0, 0, n), testLim})
 	}
-	for _, typ := range []uint8{0x00, 0x06, 0x0f, 0x14, TypeFeedback, 0x21, 0xff} {
+	for _, typ := range []uint8{0x00, 0x06, 0x0f, 0x15, TypeFeedback, 0x21, 0xff} {
 		cases = append(cases, tc{fmt.Sprintf("type-%#02x", typ), hdr(typ, 0, 0, 0, 0), testLim})
 	}
 	fixed := map[uint8]uint32{
@@ -922,17 +982,18 @@ func TestParseHelloPrefixRejects(t *testing.T) {
 		{"version-2", m(func(b []byte) { b[4] = 2 }), true},
 		{"version-3", m(func(b []byte) { b[4] = 3 }), true},
 		{"version-4", m(func(b []byte) { b[4] = 4 }), true},
-		{"version-6", m(func(b []byte) { b[4] = 6 }), true},
+		{"version-5", m(func(b []byte) { b[4] = 5 }), true},
+		{"version-7", m(func(b []byte) { b[4] = 7 }), true},
 		{"version-255", m(func(b []byte) { b[4] = 255 }), true},
 		// Another version decides, whatever the length: version 3 hellos
 		// had 64 bytes, a later version may have any.
 		{"version-3-len-5", version(3, 5), true},
 		{"version-3-len-64", version(3, 64), true},
-		{"version-6-len-max-control-body", version(6, MaxControlBody), true},
-		{"version-6-huge", version(6, 1<<12), true},
+		{"version-7-len-max-control-body", version(7, MaxControlBody), true},
+		{"version-7-huge", version(7, 1<<12), true},
 		// A later version may use the flags and reserved bytes.
-		{"version-6-flags-reserved", m(func(b []byte) { b[4] = 6; b[5] = 0xff; b[6] = 1; b[7] = 1 }), true},
-		{"version-6-join-rejoin", m(func(b []byte) { b[4] = 6; b[5] = HelloJoin | HelloRejoin }), true},
+		{"version-7-flags-reserved", m(func(b []byte) { b[4] = 7; b[5] = 0xff; b[6] = 1; b[7] = 1 }), true},
+		{"version-7-join-rejoin", m(func(b []byte) { b[4] = 7; b[5] = HelloJoin | HelloRejoin }), true},
 		// But without the magic it is not a multirail peer at all.
 		{"magic-and-version", m(func(b []byte) { b[0] = 'X'; b[4] = 3 }), false},
 		{"magic-and-version-short", []byte("MRLx\x03"), false},

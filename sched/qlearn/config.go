@@ -121,6 +121,19 @@ type Config struct {
 	// an exchange takes 43 us against 23). In [0, 1e6]; 0 never probes
 	// sooner than IdleProbe. Default 0.02.
 	SmallProbe *float64
+	// AckRide is how much slower (by its value) a rail may look and still
+	// get a small segment (at most SmallProbeBytes) because an
+	// acknowledgement of the peer's frames is due on it
+	// (sched.RailState.AckDue; improved preset). The segment then carries
+	// that acknowledgement, and the kernel's TCP ACK of those frames, at
+	// no cost, and the two peers of an exchange keep to one rail. Sent
+	// elsewhere, each side's small messages went one way on a rail and
+	// the other's came back on another, every data packet drew a TCP ACK
+	// of its own (4-host lab, 2 ranks, 8-byte allreduce: 40 % more
+	// packets, 21 us an exchange against 16 with AckRide 2; BENCHMARKS.md).
+	// In [0, 1e6]; 0 sends small segments by their values alone.
+	// Default 2.
+	AckRide *float64
 	// History is the capacity of each rail's record of queued decisions
 	// (improved preset), rounded up to a power of two; twice as many
 	// records of segments in flight are kept. It should be at least the
@@ -148,13 +161,15 @@ type params struct {
 	eps, epsMin, epsDecay float64
 	idleProbe             int64 // ns
 	smallProbe            int64 // ns
+	ackRide               float64
 	history               int
 }
 
 // Defaults returns the preset's defaults as a Config with every field set.
 func Defaults(p Preset) Config {
 	c := Config{K: 16, QueueFactor: 1, Penalty: F(4), Epsilon: F(0.02), EpsilonMin: F(0.002),
-		EpsilonDecay: 1000, History: 64, WaitFactor: F(2), OutlierFactor: 4, IdleProbe: F(5), SmallProbe: F(0.02)}
+		EpsilonDecay: 1000, History: 64, WaitFactor: F(2), OutlierFactor: 4, IdleProbe: F(5), SmallProbe: F(0.02),
+		AckRide: F(2)}
 	if p == Patent {
 		c.Beta, c.Gamma = F(0.1), F(0.8)
 	} else {
@@ -191,6 +206,10 @@ func (c Config) validate(p Preset) (params, error) {
 		return out, fmt.Errorf("%w: %s: SmallProbe = %v, need 0..1e6 seconds", ErrConfig, p, small)
 	}
 	out.smallProbe = int64(small * 1e9)
+	out.ackRide = deref(c.AckRide, d.AckRide)
+	if !in(out.ackRide, 0, 1e6) {
+		return out, fmt.Errorf("%w: %s: AckRide = %v, need 0..1e6", ErrConfig, p, out.ackRide)
+	}
 	if out.outlier == 0 {
 		out.outlier = d.OutlierFactor
 	}
@@ -240,11 +259,11 @@ func (c Config) validate(p Preset) (params, error) {
 func in(x, lo, hi float64) bool { return x >= lo && x <= hi } // false for NaN
 
 // optionNames lists the keys ParseOptions accepts.
-const optionNames = "k, beta, gamma, queue-factor, penalty, random-ties, epsilon, epsilon-min, epsilon-decay, wait-factor, outlier-factor, idle-probe, small-probe, history"
+const optionNames = "k, beta, gamma, queue-factor, penalty, random-ties, epsilon, epsilon-min, epsilon-decay, wait-factor, outlier-factor, idle-probe, small-probe, ack-ride, history"
 
 // ParseOptions parses "key=value,key=value" (keys: k, beta, gamma,
 // queue-factor, penalty, random-ties, epsilon, epsilon-min, epsilon-decay,
-// wait-factor, outlier-factor, idle-probe, small-probe, history) into a Config. It checks syntax only; ranges are checked when a
+// wait-factor, outlier-factor, idle-probe, small-probe, ack-ride, history) into a Config. It checks syntax only; ranges are checked when a
 // scheduler is built (New).
 func ParseOptions(s string) (Config, error) {
 	c, err := parseOptions(s)
@@ -316,6 +335,8 @@ func parseOptions(s string) (Config, error) {
 			c.IdleProbe = F(x)
 		case "small-probe":
 			c.SmallProbe = F(x)
+		case "ack-ride":
+			c.AckRide = F(x)
 		default:
 			return c, fmt.Errorf("scheduler option %q: unknown key (keys: %s)", k, optionNames)
 		}

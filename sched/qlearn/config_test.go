@@ -89,14 +89,15 @@ func TestRegistered(t *testing.T) {
 }
 
 func TestParseOptions(t *testing.T) {
-	c, err := ParseOptions(" k=12, beta=0.3,gamma=0, queue-factor=2, penalty=3, random-ties=true, epsilon=0.2, epsilon-min=0, epsilon-decay=500, outlier-factor=3, idle-probe=2, small-probe=0.5, history=64 ")
+	c, err := ParseOptions(" k=12, beta=0.3,gamma=0, queue-factor=2, penalty=3, random-ties=true, epsilon=0.2, epsilon-min=0, epsilon-decay=500, outlier-factor=3, idle-probe=2, small-probe=0.5, ack-ride=1.5, history=64 ")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.K != 12 || *c.Beta != 0.3 || c.Gamma == nil || *c.Gamma != 0 || c.QueueFactor != 2 ||
 		*c.Penalty != 3 || !c.RandomTies || *c.Epsilon != 0.2 || *c.EpsilonMin != 0 ||
 		c.EpsilonDecay != 500 || c.OutlierFactor != 3 || c.History != 64 ||
-		c.IdleProbe == nil || *c.IdleProbe != 2 || c.SmallProbe == nil || *c.SmallProbe != 0.5 {
+		c.IdleProbe == nil || *c.IdleProbe != 2 || c.SmallProbe == nil || *c.SmallProbe != 0.5 ||
+		c.AckRide == nil || *c.AckRide != 1.5 {
 		t.Fatalf("ParseOptions = %+v", c)
 	}
 	if c, err := ParseOptions(""); err != nil || c.K != 0 || c.Gamma != nil {
@@ -124,6 +125,55 @@ func TestParseOptions(t *testing.T) {
 	}
 	if _, err := New(Improved, sched.Config{Rails: 2}, Config{SmallProbe: F(-1)}); err == nil || !strings.Contains(err.Error(), "SmallProbe = -1, need 0..1e6 seconds") {
 		t.Fatalf("New with SmallProbe -1: %v", err)
+	}
+	if _, err := New(Improved, sched.Config{Rails: 2}, Config{AckRide: F(-0.5)}); err == nil || !strings.Contains(err.Error(), "AckRide = -0.5, need 0..1e6") {
+		t.Fatalf("New with AckRide -0.5: %v", err)
+	}
+}
+
+// TestAckRide: a small segment goes on the rail where an acknowledgement
+// is due while that rail's value is within AckRide of the best rail's,
+// and by the values alone otherwise (a larger segment, a rail clearly
+// slower, AckRide 0, the best rail itself due).
+func TestAckRide(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ride *float64 // nil: the default (2)
+		size int
+		slow int64 // rail 1's delay; rail 0's is 20 us
+		due  [2]bool
+		want int
+	}{
+		{"due rail within the default", nil, 100, 35e3, [2]bool{false, true}, 1},
+		{"due rail clearly slower", nil, 100, 45e3, [2]bool{false, true}, 0},
+		{"large segment", nil, SmallProbeBytes + 1, 35e3, [2]bool{false, true}, 0},
+		{"off", F(0), 100, 35e3, [2]bool{false, true}, 0},
+		{"nothing due", nil, 100, 35e3, [2]bool{false, false}, 0},
+		{"best rail due too", nil, 100, 35e3, [2]bool{true, true}, 0},
+		{"wider", F(3), 100, 55e3, [2]bool{false, true}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := New(Improved, sched.Config{Rails: 2}, Config{AckRide: tc.ride, Epsilon: F(0), EpsilonMin: F(0), SmallProbe: F(0)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ob := s.(sched.DeliveryObserver)
+			rails := []sched.RailState{{Up: true, QueueCap: 8}, {Up: true, QueueCap: 8}}
+			ob.Delivered(0, 0, 0, 0, rails)
+			delay := [2]int64{20e3, tc.slow}
+			for a := range 2 { // one sample per rail: the values are the delays
+				if got := s.Pick(0, 100, rails); got != a {
+					// Unseen rails are worth 0: rail 0 first, then rail 1.
+					t.Fatalf("learning pick %d went to rail %d", a, got)
+				}
+				s.Departed(0, a, 100, 0, rails)
+				ob.Delivered(delay[a], a, 100, delay[a], rails)
+			}
+			rails[0].AckDue, rails[1].AckDue = tc.due[0], tc.due[1]
+			if got := s.Pick(1e6, tc.size, rails); got != tc.want {
+				t.Fatalf("Pick = %d, want %d", got, tc.want)
+			}
+		})
 	}
 }
 

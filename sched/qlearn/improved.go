@@ -243,6 +243,20 @@ func (s *improved) Pick(now int64, size int, rails []sched.RailState) int {
 		// latency-bound traffic keeps to the fastest rails.)
 		best = idle.best
 	}
+	if size <= SmallProbeBytes && s.prm.ackRide > 0 && !rails[best].AckDue {
+		// A small segment goes where an acknowledgement of the peer's
+		// frames is due, to carry it (and the kernel's TCP ACK), unless
+		// that rail looks more than AckRide times slower.
+		due := argmin{best: -1}
+		for i := 0; i < m; i++ {
+			if rails[i].AckDue && rails[i].Usable() {
+				due.offer(i, s.value(i, int(s.rails[i].level)), s)
+			}
+		}
+		if due.best >= 0 && due.v <= s.prm.ackRide*s.value(best, int(s.rails[best].level)) {
+			best = due.best
+		}
+	}
 	s.decisions++
 	probe := false
 	eps := s.prm.eps * s.prm.epsDecay / (s.prm.epsDecay + float64(s.decisions))

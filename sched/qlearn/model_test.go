@@ -89,6 +89,7 @@ func genRails(t *rapid.T, m, qcap int, label string) []sched.RailState {
 			Queued:   rapid.IntRange(0, qcap).Draw(t, label+"queued"),
 			QueueCap: qcap,
 			RateBps:  float64(rapid.IntRange(0, 4).Draw(t, label+"rate")) * 5e7,
+			AckDue:   rapid.Bool().Draw(t, label+"ackdue"),
 		}
 		if rapid.Bool().Draw(t, label+"nominal") {
 			rails[i].NominalBps = float64(i+1) * 1e8
@@ -154,6 +155,7 @@ func TestPatentMatchesReference(t *testing.T) {
 type refImproved struct {
 	m, k                int
 	beta, wait, outlier float64
+	ackRide             float64
 	q                   map[[2]int]float64 // {rail, level} -> delay; level k = "was full"
 	n                   map[[2]int]int     // samples behind each entry of q
 	per                 map[int]float64
@@ -177,8 +179,11 @@ func (p *refImproved) value(i, l int) float64 {
 
 // pick: the rail with room of least expected delay, unless a full rail's
 // expected delay (its "full" entry) times the wait factor is smaller and no
-// rail with room has an empty queue; -1 when no rail has room.
-func (p *refImproved) pick(now int64, rails []sched.RailState) int {
+// rail with room has an empty queue; -1 when no rail has room. A small
+// segment then goes to the usable rail with an acknowledgement due of
+// least expected delay instead, when that is at most ackRide times the
+// chosen rail's and the chosen rail has none due.
+func (p *refImproved) pick(now int64, size int, rails []sched.RailState) int {
 	for i, r := range rails {
 		if !r.Up {
 			p.queued[i], p.flying[i] = nil, nil
@@ -219,6 +224,17 @@ func (p *refImproved) pick(now int64, rails []sched.RailState) int {
 	}
 	if best >= 0 && rails[best].Queued >= rails[best].QueueCap && bestIdle >= 0 {
 		best = bestIdle
+	}
+	if best >= 0 && size <= SmallProbeBytes && p.ackRide > 0 && !rails[best].AckDue {
+		due := -1
+		for i, r := range rails {
+			if r.Up && r.AckDue && r.Queued < r.QueueCap && (due < 0 || v(i) < v(due)) {
+				due = i
+			}
+		}
+		if due >= 0 && v(due) <= p.ackRide*v(best) {
+			best = due
+		}
 	}
 	if best >= 0 {
 		p.queued[best] = append(p.queued[best], [2]int64{int64(lvl(best)), now})
@@ -283,9 +299,10 @@ func TestImprovedMatchesReference(t *testing.T) {
 		beta := rapid.Float64Range(0, 1).Draw(t, "beta")
 		wait := rapid.SampledFrom([]float64{0, 0.5, 1, 4}).Draw(t, "wait")
 		outlier := rapid.SampledFrom([]float64{0, 1, 2.5, 4, 1e9}).Draw(t, "outlier")
+		ackRide := rapid.SampledFrom([]float64{0, 1, 2, 1e6}).Draw(t, "ackRide")
 		// No probes (the reference has none): IdleProbe's 5 s is never
 		// reached, SmallProbe is off.
-		s, err := New(Improved, sched.Config{Rails: m}, Config{K: k, Beta: F(beta), Epsilon: F(0), EpsilonMin: F(0), WaitFactor: F(wait), OutlierFactor: outlier, SmallProbe: F(0)})
+		s, err := New(Improved, sched.Config{Rails: m}, Config{K: k, Beta: F(beta), Epsilon: F(0), EpsilonMin: F(0), WaitFactor: F(wait), OutlierFactor: outlier, SmallProbe: F(0), AckRide: F(ackRide)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -293,7 +310,7 @@ func TestImprovedMatchesReference(t *testing.T) {
 		if outlier == 0 {
 			outlier = 4 // the default
 		}
-		ref := &refImproved{m: m, k: k, beta: beta, wait: wait, outlier: outlier, q: map[[2]int]float64{}, n: map[[2]int]int{}, per: map[int]float64{},
+		ref := &refImproved{m: m, k: k, beta: beta, wait: wait, outlier: outlier, ackRide: ackRide, q: map[[2]int]float64{}, n: map[[2]int]int{}, per: map[int]float64{},
 			queued: make([][][2]int64, m), flying: make([][][2]int64, m)}
 		var now int64
 		for step := range rapid.IntRange(1, 80).Draw(t, "steps") {
@@ -312,7 +329,8 @@ func TestImprovedMatchesReference(t *testing.T) {
 				ob.Delivered(now, r, 1000, d, rails)
 				ref.delivered(now, r)
 			default:
-				got, want := s.Pick(now, 1000, rails), ref.pick(now, rails)
+				size := rapid.SampledFrom([]int{1000, SmallProbeBytes, SmallProbeBytes + 1, 1 << 16}).Draw(t, "size")
+				got, want := s.Pick(now, size, rails), ref.pick(now, size, rails)
 				if got != want {
 					t.Fatalf("step %d: Pick = %d, reference %d", step, got, want)
 				}
