@@ -195,7 +195,8 @@ type Config struct {
 	// a negative value turns planning off.
 	PlanMin int
 	// Checksum adds a CRC32C of every segment's payload, checked by the
-	// receiver (TCP's own checksum is weak; costs CPU).
+	// receiver (TCP's own checksum is weak; costs CPU). Small messages then
+	// go as DATA frames too: a SMALL frame has no CRC field (docs/wire.md).
 	Checksum bool
 	// Plaintext sends frames in clear after the handshake, for fabrics the
 	// job trusts: faster, but an on-path attacker can then read the data,

@@ -463,3 +463,41 @@ func TestSealedHostilePeer(t *testing.T) {
 		})
 	}
 }
+
+// TestSmallMessagesTwoRecords: a small message travels sealed as one SMALL
+// frame, its header and its body (two records), with the ACK that is due
+// inside it: in a ping-pong over three rails, every record a side sealed
+// belongs to a SMALL frame or to a bare ACK (an ACK frame: two records)
+// (docs/wire.md, "SMALL"). A DATA frame takes three records, and an ACK
+// frame beside it two more.
+func TestSmallMessagesTwoRecords(t *testing.T) {
+	a, b := pair(t, 3, Config{Token: NewToken()})
+	t.Cleanup(func() { a.Close(); b.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const rounds = 200
+	for i := range rounds {
+		if err := a.Send(ctx, 1, []byte{byte(i), 1, 2, 3, 4, 5, 6, 7}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := b.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Send(ctx, 2, m.Data); err != nil {
+			t.Fatal(err)
+		}
+		if m, err = a.Recv(ctx); err != nil || m.Data[0] != byte(i) {
+			t.Fatalf("round %d: %v, %v", i, m.Data, err)
+		}
+	}
+	// Closed, nothing writes any more: the counters agree with each other.
+	a.Close()
+	b.Close()
+	for _, c := range []*Conn{a, b} {
+		p := c.Stats().Path
+		if frames := rounds + p.BareAcks; p.Seals != 2*frames {
+			t.Errorf("%d records sealed for %d small messages and %d bare ACKs; want 2 per frame (%d)", p.Seals, rounds, p.BareAcks, 2*frames)
+		}
+	}
+}
