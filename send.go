@@ -29,7 +29,7 @@ func (m *outMsg) complete() {
 	}
 }
 
-// segment is one DATA frame queued or in flight on a rail.
+// segment is one DATA or SMALL frame queued or in flight on a rail.
 type segment struct {
 	// hdr holds the frame's header: a DATA header (wire.PutData), or for
 	// a small message a SMALL header (wire.PutSmall) in its first hlen
@@ -57,7 +57,7 @@ func (c *Conn) smallFrame(n int) bool {
 	return n <= wire.MaxSmallPayload && n <= c.cfg.SegmentSize && !c.cfg.Checksum
 }
 
-// headerFor is the header size of a frame of message m starting at off.
+// headerFor is the header size of m's frames.
 func (c *Conn) headerFor(m *msgFrames) int {
 	if c.smallFrame(len(m.msg)) {
 		return wire.SmallHeaderSize
