@@ -214,7 +214,7 @@ func (w *wstate) sealBatch() []byte {
 	for i, e := range w.batch {
 		s := e.Seg
 		if s.small() {
-			b := w.smallFrame(s, i == w.fold)
+			b := w.gatherSmall(s, i == w.fold)
 			out = w.seal.Seal(out, b[:wire.HeaderSize])
 			out = w.seal.Seal(out, b[wire.HeaderSize:])
 			plain += len(b)
@@ -230,9 +230,9 @@ func (w *wstate) sealBatch() []byte {
 	return out
 }
 
-// smallFrame gathers s's whole SMALL frame (header, the batch's ACK when
+// gatherSmall gathers s's whole SMALL frame (header, the batch's ACK when
 // withAck, message id and tag, payload) into w.body and returns it.
-func (w *wstate) smallFrame(s *segment, withAck bool) []byte {
+func (w *wstate) gatherSmall(s *segment, withAck bool) []byte {
 	b := w.body[:0]
 	if withAck {
 		b = wire.AppendSmallAck(b, s.hdr[:], w.ack)
@@ -254,7 +254,7 @@ func (w *wstate) plainBatch(iov net.Buffers) net.Buffers {
 	for _, e := range w.batch {
 		s := e.Seg
 		size += int(s.hlen)
-		if len(s.payload) <= smallPayload {
+		if len(s.payload) <= smallPayload || s.small() {
 			size += len(s.payload)
 		}
 	}
@@ -264,12 +264,11 @@ func (w *wstate) plainBatch(iov net.Buffers) net.Buffers {
 	run := append(w.run[:0], w.ctl...) // control frames first
 	for i, e := range w.batch {
 		s := e.Seg
-		if i == w.fold {
-			run = wire.AppendSmallAck(run, s.hdr[:], w.ack)
-			run = append(run, s.hdr[wire.HeaderSize:wire.SmallHeaderSize]...)
-		} else {
-			run = append(run, s.head()...)
+		if s.small() { // at most a few KiB: copied whole, with the ACK if it rides here
+			run = append(run, w.gatherSmall(s, i == w.fold)...)
+			continue
 		}
+		run = append(run, s.head()...)
 		if len(s.payload) <= smallPayload {
 			run = append(run, s.payload...)
 			continue
