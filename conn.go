@@ -71,7 +71,8 @@ type Conn struct {
 
 	// Lock order: a rail's rdMu, then that rail's wmu, then mu, then rmu
 	// (nothing holding mu or rmu waits for a rail's locks; mu and rmu are
-	// never held together today). errMu, the pokeMus, the arrMus and the
+	// never held together today); offerMu comes after rdMu and before rmu
+	// (the OnMessage handler runs holding a rail's rdMu and offerMu). errMu, the pokeMus, the arrMus and the
 	// interfaces' nic.mu (shared by the process's connections) are taken last and nothing is locked while they are held. Holding a lock never waits on
 	// a channel that a holder of the same lock must close.
 	mu            sync.Mutex
@@ -112,10 +113,17 @@ type Conn struct {
 
 	rmu         sync.Mutex
 	re          *reasm.Reassembler
-	recvReady   chan struct{} // closed and replaced when a message becomes ready
-	recvWaiters int           // Recvs waiting on recvReady
-	railFreed   uint64        // counts the reader goroutine leaving the rail to Recv
-	peerGone    bool          // GOAWAY received
+	recvReady   chan struct{}      // closed and replaced when a message becomes ready
+	recvWaiters int                // Recvs waiting on recvReady
+	railFreed   uint64             // counts the reader goroutine leaving the rail to Recv
+	peerGone    bool               // GOAWAY received
+	handler     func(Message) bool // OnMessage's; nil: every message waits for Recv
+	hasHandler  atomic.Bool        // handler != nil, read without rmu
+	offerOK     bool               // messages go to handler (a Recv found none waiting)
+	declined    Message            // the message handler declined, Recv's next
+	hasDeclined bool
+
+	offerMu sync.Mutex // held while messages are offered to handler, in order
 
 	closeOnce    sync.Once
 	shutDown     chan struct{} // closed when shutdown's work is done

@@ -64,7 +64,11 @@
 // On a connection with a single rail, Recv reads the rail itself rather
 // than being handed each message by the rail's reader goroutine, which
 // saves a goroutine wake-up per message; cancelling its context interrupts
-// it at the next frame boundary.
+// it at the next frame boundary. A program that hands each message on to
+// another goroutine (a demultiplexer, as the communicator has) can take
+// them earlier with Conn.OnMessage: a handler that the goroutine reading a
+// rail offers every complete message to, which saves the wake-up of the
+// goroutine waiting in Recv; what it declines goes to Recv, in order.
 //
 // Recv allocates the buffer of each message from size-classed pools. A
 // caller that is done with Message.Data may hand it back with Conn.Release,

@@ -202,6 +202,66 @@ func ExampleConn_SendOwned() {
 	// tag 7: 1048576 bytes; the buffer is free again
 }
 
+func ExampleConn_OnMessage() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	client, server, err := connect(ctx, multirail.Config{Token: token})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	defer server.Close()
+
+	// A demultiplexer: each tag's messages go to a channel of their own.
+	// The handler hands a message on where that needs no wait and declines
+	// it otherwise; the Recv loop takes what it declines, waiting for room.
+	inbox := map[uint32]chan []byte{1: make(chan []byte, 1), 2: make(chan []byte, 1)}
+	route := func(m multirail.Message, wait bool) bool {
+		ch := inbox[m.Tag]
+		if wait {
+			select {
+			case ch <- m.Data:
+			case <-ctx.Done():
+			}
+			return true
+		}
+		select {
+		case ch <- m.Data:
+			return true
+		default:
+			return false // full: the Recv loop waits for room instead
+		}
+	}
+	server.OnMessage(func(m multirail.Message) bool { return route(m, false) })
+	go func() {
+		for {
+			m, err := server.Recv(ctx)
+			if err != nil {
+				return // closed
+			}
+			route(m, true)
+		}
+	}()
+
+	for i, tag := range []uint32{1, 1, 2, 1} {
+		if err := client.Send(ctx, tag, fmt.Appendf(nil, "message %d", i)); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Each tag's messages come in the order they were sent, whichever
+	// way they came (the handler declined some: tag 1's channel holds
+	// one). A tag's channel that nobody empties holds up the Recv loop,
+	// and the tags behind it: this program reads them all.
+	for _, tag := range []uint32{1, 1, 2, 1} {
+		fmt.Printf("tag %d: %s\n", tag, <-inbox[tag])
+	}
+	// Output:
+	// tag 1: message 0
+	// tag 1: message 1
+	// tag 2: message 2
+	// tag 1: message 3
+}
+
 func ExampleConfig() {
 	cfg := multirail.Config{
 		Rails: []multirail.Rail{

@@ -453,6 +453,9 @@ func (c *Conn) segment(r *rail, d wire.Data, payload []byte, lim wire.Limits, no
 		rs.prompt, rs.sinceAck = false, 0
 	}
 	rs.completed = false
+	// A message this frame completed goes to the OnMessage handler now,
+	// with its ACK counted as due (a reply it prompts carries the ACK).
+	c.offer()
 	return nil
 }
 

@@ -31,15 +31,20 @@ func (c *Conn) Recv(ctx context.Context) (Message, error) {
 	}
 	for {
 		c.rmu.Lock()
-		m, ok := c.re.Next()
+		m, ok := c.nextLocked()
 		ch := c.recvReady
 		gone := c.peerGone
 		free := c.railFreed
+		if !ok && c.handler != nil {
+			// Nothing waits: the messages that follow may go to the
+			// handler (this Recv's caller has dealt with every earlier one).
+			c.offerOK = true
+		}
 		c.rmu.Unlock()
 		if ok {
 			c.recvMsgs.Add(1)
 			c.creditChanged(reasm.Cost(uint64(len(m.Data))))
-			return Message{Tag: m.Tag, Data: m.Data}, nil
+			return m, nil
 		}
 		if gone {
 			return Message{}, io.EOF
@@ -67,7 +72,7 @@ func (c *Conn) Recv(ctx context.Context) (Message, error) {
 			}
 		}
 		c.rmu.Lock()
-		if c.re.Ready() || c.peerGone || ch != c.recvReady || (direct && free != c.railFreed) {
+		if c.readyLocked() || c.peerGone || ch != c.recvReady || (direct && free != c.railFreed) {
 			c.rmu.Unlock()
 			continue // something happened meanwhile
 		}
@@ -80,7 +85,7 @@ func (c *Conn) Recv(ctx context.Context) (Message, error) {
 			return Message{}, ctx.Err()
 		case <-c.closed:
 			c.rmu.Lock()
-			ready := c.re.Ready()
+			ready := c.readyLocked()
 			c.rmu.Unlock()
 			if !ready {
 				if err := c.closedErr(); errors.Is(err, ErrPeerClosed) {
@@ -182,9 +187,98 @@ func (c *Conn) creditChanged(cost uint64) {
 	r.delayAck()
 }
 
-// notifyRecvLocked wakes Recv when a message is ready. Caller holds c.rmu.
+// nextLocked takes the next message for Recv: the one the handler
+// declined, else the reassembler's next. Caller holds c.rmu.
+func (c *Conn) nextLocked() (Message, bool) {
+	if c.hasDeclined {
+		m := c.declined
+		c.declined, c.hasDeclined = Message{}, false
+		return m, true
+	}
+	m, ok := c.re.Next()
+	return Message{Tag: m.Tag, Data: m.Data}, ok
+}
+
+// readyLocked reports whether Recv has a message to take. Caller holds
+// c.rmu.
+func (c *Conn) readyLocked() bool { return c.hasDeclined || c.re.Ready() }
+
+// OnMessage makes h the first taker of every message: as soon as a
+// message is complete, the goroutine that read its last segment (a rail's
+// reader, or a Recv reading the rail itself) offers it to h, and if h takes
+// it (returns true) Recv never sees it. This spares the wake-up of a
+// goroutine waiting in Recv per message; a program that demultiplexes
+// messages to other goroutines (the communicator does) hands each one on
+// directly. If h declines a message (returns false), that message and
+// every later one go to Recv, until a Recv finds none waiting; from then
+// on h is offered the new ones again. So messages of one tag reach h and
+// Recv together in the order they were sent, provided the program handles
+// what Recv returns before calling Recv again.
+//
+// h must not block, nor call the Conn's methods other than Release: it
+// runs while the rail's frames wait to be read, acknowledgements
+// included. A message that would make it wait (for room, say) is one to
+// decline and take through Recv. Offering starts once a Recv has found
+// nothing waiting (call Recv from the goroutine that handles what h
+// declines); a nil h stops it. Messages h takes count in
+// Stats.Messages.Received and return their credit to the peer like those
+// Recv returns.
+func (c *Conn) OnMessage(h func(Message) bool) {
+	c.offerMu.Lock()
+	defer c.offerMu.Unlock()
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	c.handler, c.offerOK = h, false
+	c.hasHandler.Store(h != nil)
+	c.notifyRecvLocked()
+}
+
+// offer hands the messages ready to the handler while it takes them
+// (see OnMessage).
+func (c *Conn) offer() {
+	if !c.hasHandler.Load() {
+		return
+	}
+	c.rmu.Lock()
+	want := c.offerOK && c.re.Ready()
+	c.rmu.Unlock()
+	if !want {
+		return
+	}
+	c.offerMu.Lock()
+	defer c.offerMu.Unlock()
+	for {
+		c.rmu.Lock()
+		if !c.offerOK || c.hasDeclined {
+			c.rmu.Unlock()
+			return
+		}
+		h := c.handler
+		m, ok := c.re.Next()
+		c.rmu.Unlock()
+		if !ok {
+			return
+		}
+		msg := Message{Tag: m.Tag, Data: m.Data}
+		if !h(msg) {
+			c.rmu.Lock()
+			c.declined, c.hasDeclined, c.offerOK = msg, true, false
+			c.notifyRecvLocked()
+			c.rmu.Unlock()
+			c.path.declined.Add(1)
+			return
+		}
+		c.path.handed.Add(1)
+		c.recvMsgs.Add(1)
+		c.creditChanged(reasm.Cost(uint64(len(m.Data))))
+	}
+}
+
+// notifyRecvLocked wakes Recv when a message is ready for it (not one
+// that is about to be offered to the OnMessage handler). Caller holds
+// c.rmu.
 func (c *Conn) notifyRecvLocked() {
-	if c.recvWaiters > 0 && (c.re.Ready() || c.peerGone) {
+	if c.recvWaiters > 0 && (c.hasDeclined || (c.re.Ready() && !c.offerOK) || c.peerGone) {
 		c.recvWaiters = 0
 		close(c.recvReady)
 		c.recvReady = make(chan struct{})

@@ -150,6 +150,9 @@ type PathStats struct {
 	// another goroutine (a rail's reader, or another Recv): one goroutine
 	// hand-off each.
 	RecvWaits uint64
+	// Handed counts the messages the OnMessage handler took, on the
+	// goroutine that read them, and Declined those it left to Recv.
+	Handed, Declined uint64
 	// PollParks counts the times a reader parked at the process's poller
 	// (Config.BusyPoll) and PollWakes the times the poller woke it
 	// because its socket had something (one hand-off each).
@@ -168,6 +171,7 @@ type PathStats struct {
 type pathCounters struct {
 	writes, bareAcks, seals            atomic.Uint64
 	framesRead, directReads, recvWaits atomic.Uint64
+	handed, declined                   atomic.Uint64
 	pollParks, pollWakes               atomic.Uint64
 	pollLapses, kernelWakes            atomic.Uint64
 }
@@ -176,6 +180,7 @@ func (p *pathCounters) snapshot() PathStats {
 	return PathStats{
 		Writes: p.writes.Load(), BareAcks: p.bareAcks.Load(), Seals: p.seals.Load(),
 		FramesRead: p.framesRead.Load(), DirectReads: p.directReads.Load(), RecvWaits: p.recvWaits.Load(),
+		Handed: p.handed.Load(), Declined: p.declined.Load(),
 		PollParks: p.pollParks.Load(), PollWakes: p.pollWakes.Load(),
 		PollLapses: p.pollLapses.Load(), KernelWakes: p.kernelWakes.Load(),
 	}

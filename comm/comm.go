@@ -352,13 +352,40 @@ func (w *world) untilClose() (context.Context, context.CancelFunc) {
 	return ctx, cancel
 }
 
-// start runs a demultiplexer for every peer connection.
+// start runs a demultiplexer for every peer connection. Messages that
+// can be handed on at once go to their taker straight from the rail that
+// completed them (offer); the demultiplexer takes the rest.
 func (w *world) start() {
 	for _, p := range w.peers {
 		if p != nil {
+			p.conn.OnMessage(func(m multirail.Message) bool { return w.offer(p, m) })
 			w.wg.Go(func() { w.demux(p) })
 		}
 	}
+}
+
+// offer hands message m from p to whoever waits for it, or to the
+// unmatched queue, if that can be done without waiting: a point-to-point
+// or collective message for which the unmatched queue has room. It runs on
+// the goroutine that read m (multirail.Conn.OnMessage); everything else
+// (notices, stage messages, a full queue, a malformed message) it
+// declines, and demux takes it.
+func (w *world) offer(p *peer, m multirail.Message) bool {
+	if m.Tag&connTagMask == connTagStage {
+		return false
+	}
+	h, payload, err := parseHeader(m.Data)
+	if err != nil || (h.kind != kindP2P && h.kind != kindColl) {
+		return false
+	}
+	n := int64(len(payload)) + msgOverhead
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || (p.held > 0 && p.held+n > w.cfg.MaxUnmatched) {
+		return false
+	}
+	w.arriveLocked(p, h, payload, n)
+	return true
 }
 
 // demux reads every message of p's connection and hands it to whoever
@@ -394,6 +421,7 @@ func (w *world) demux(p *peer) {
 			break
 		}
 	}
+	p.conn.OnMessage(nil) // what arrives after this goes nowhere
 	w.peerDone(p, err)
 }
 
@@ -422,6 +450,14 @@ func (w *world) deliver(ctx context.Context, p *peer, h header, payload []byte) 
 		w.mu.Unlock()
 		return ErrClosed
 	}
+	w.arriveLocked(p, h, payload, n)
+	w.mu.Unlock()
+	return nil
+}
+
+// arriveLocked hands a point-to-point or collective message from p, which
+// costs n of p's unmatched budget, to its communicator. Caller holds w.mu.
+func (w *world) arriveLocked(p *peer, h header, payload []byte, n int64) {
 	cs := w.ctxStateLocked(h.ctx)
 	p.held += n
 	in := newInMsg()
@@ -431,8 +467,6 @@ func (w *world) deliver(ctx context.Context, p *peer, h header, payload []byte) 
 	} else {
 		cs.arriveCollLocked(in)
 	}
-	w.mu.Unlock()
-	return nil
 }
 
 // msgOverhead is what one held message costs besides its payload.

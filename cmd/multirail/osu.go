@@ -401,8 +401,8 @@ func printRailSummary(w io.Writer, st comm.Stats) {
 		if pa, msgs := ps.Conn.Path, ps.Conn.MessagesSent+ps.Conn.MessagesReceived; msgs > 0 {
 			per := func(n uint64) string { return strconv.FormatFloat(float64(n)/float64(msgs), 'f', 2, 64) }
 			fmt.Fprintf(w, "#     per message (%d sent and received): writes %s (bare ACKs %s), seals %s, frames read %s (by the Recv %s), "+
-				"Recv hand-offs %s, poller parks %s, wakes %s, lapses %s, kernel wakes %s\n", msgs, per(pa.Writes), per(pa.BareAcks),
-				per(pa.Seals), per(pa.FramesRead), per(pa.DirectReads), per(pa.RecvWaits), per(pa.PollParks), per(pa.PollWakes),
+				"Recv hand-offs %s (handed on in place %s, declined %s), poller parks %s, wakes %s, lapses %s, kernel wakes %s\n", msgs, per(pa.Writes), per(pa.BareAcks),
+				per(pa.Seals), per(pa.FramesRead), per(pa.DirectReads), per(pa.RecvWaits), per(pa.Handed), per(pa.Declined), per(pa.PollParks), per(pa.PollWakes),
 				per(pa.PollLapses), per(pa.KernelWakes))
 		}
 	}
