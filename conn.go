@@ -72,7 +72,8 @@ type Conn struct {
 	// Lock order: a rail's rdMu, then that rail's wmu, then mu, then rmu
 	// (nothing holding mu or rmu waits for a rail's locks; mu and rmu are
 	// never held together today); offerMu comes after rdMu and before rmu
-	// (the OnMessage handler runs holding a rail's rdMu and offerMu). errMu, the pokeMus, the arrMus and the
+	// (the OnMessage handler runs holding a rail's rdMu and offerMu, and
+	// takes none of the Conn's locks). errMu, the pokeMus, the arrMus and the
 	// interfaces' nic.mu (shared by the process's connections) are taken last and nothing is locked while they are held. Holding a lock never waits on
 	// a channel that a holder of the same lock must close.
 	mu            sync.Mutex

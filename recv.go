@@ -221,7 +221,7 @@ func (c *Conn) readyLocked() bool { return c.hasDeclined || c.re.Ready() }
 // decline and take through Recv. Offering starts once a Recv has found
 // nothing waiting (call Recv from the goroutine that handles what h
 // declines); a nil h stops it. Messages h takes count in
-// Stats.Messages.Received and return their credit to the peer like those
+// Stats.MessagesReceived and return their credit to the peer like those
 // Recv returns.
 func (c *Conn) OnMessage(h func(Message) bool) {
 	c.offerMu.Lock()
