@@ -35,6 +35,14 @@ type Pattern struct {
 	Min, Max        float64       // fraction of the rail a busy period takes
 	Calm, Congested time.Duration // phase lengths (phases)
 	Seed            uint64        // seed of the schedule (with the rail and whatever the user mixes in)
+	// Offset (phases) is how far into its calm-congested cycle the
+	// schedule starts: 0 starts with a whole calm phase, Calm with a
+	// congested one. Values of a cycle or more wrap around.
+	Offset time.Duration
+	// OffsetFromSeed (phases) draws Offset uniformly from the cycle by
+	// Seed instead, so that runs of different seeds meet the congestion
+	// at different points of their work (ParsePattern: offset=seed).
+	OffsetFromSeed bool
 }
 
 // Defaults of a Pattern's zero fields.
@@ -47,10 +55,11 @@ const (
 	DefaultCongested = 3 * time.Second
 )
 
-const formPattern = "allowed: off, bursty[:KEY=VALUE,...] or phases[:KEY=VALUE,...] with keys busy, idle (durations), load (MIN:MAX, fractions in (0,1)), calm, congested (phases' lengths) and seed"
+const formPattern = "allowed: off, bursty[:KEY=VALUE,...] or phases[:KEY=VALUE,...] with keys busy, idle (durations), load (MIN:MAX, fractions in (0,1)), calm, congested (phases' lengths), offset (phases: a duration into the cycle, or seed) and seed"
 
 // ParsePattern parses "off", "bursty[:busy=400ms,idle=200ms,load=0.5:0.9,seed=1]"
-// or "phases[:calm=3s,congested=3s,busy=...,idle=...,load=...,seed=...]";
+// or "phases[:calm=3s,congested=3s,busy=...,idle=...,load=...,offset=...,seed=...]"
+// (offset: a duration, or "seed" to draw it from the seed);
 // omitted keys take the defaults. The result is validated.
 func ParsePattern(s string) (Pattern, error) {
 	kind, args, _ := strings.Cut(strings.TrimSpace(s), ":")
@@ -109,6 +118,19 @@ func ParsePattern(s string) (Pattern, error) {
 			if !ok || err1 != nil || err2 != nil || !(p.Min > 0) || !(p.Max > 0) {
 				return bad("load " + strconv.Quote(v) + " is not MIN:MAX with fractions in (0,1)")
 			}
+		case "offset":
+			if p.Kind != PatternPhases {
+				return bad("offset is a key of phases only")
+			}
+			if strings.EqualFold(strings.TrimSpace(v), "seed") {
+				p.OffsetFromSeed = true
+				break
+			}
+			d, err := units.ParseDuration(v)
+			if err != nil || d < 0 {
+				return bad(fmt.Sprintf("offset %q: want a duration >= 0 or seed", v))
+			}
+			p.Offset = d
 		case "seed":
 			var err error
 			if p.Seed, err = strconv.ParseUint(v, 10, 64); err != nil {
@@ -164,6 +186,10 @@ func (p Pattern) Validate() (Pattern, error) {
 		return p, fmt.Errorf("emu: Pattern.Calm = %v; allowed 1ms..1h", p.Calm)
 	case p.Kind == PatternPhases && !inRange(p.Congested):
 		return p, fmt.Errorf("emu: Pattern.Congested = %v; allowed 1ms..1h", p.Congested)
+	case p.Offset < 0 || p.Offset > 2*time.Hour:
+		return p, fmt.Errorf("emu: Pattern.Offset = %v; allowed 0..2h", p.Offset)
+	case p.Kind != PatternPhases && (p.Offset != 0 || p.OffsetFromSeed):
+		return p, fmt.Errorf("emu: Pattern.Offset with kind %s; allowed with phases only", p.Kind)
 	}
 	return p, nil
 }
@@ -179,23 +205,43 @@ func (p Pattern) String() string {
 		strconv.FormatFloat(p.Min, 'g', -1, 64), strconv.FormatFloat(p.Max, 'g', -1, 64))
 	if p.Kind == PatternPhases {
 		s += fmt.Sprintf(",calm=%s,congested=%s", units.FormatDuration(p.Calm), units.FormatDuration(p.Congested))
+		switch {
+		case p.OffsetFromSeed:
+			s += ",offset=seed"
+		case p.Offset != 0:
+			s += ",offset=" + units.FormatDuration(p.Offset)
+		}
 	}
 	return s + ",seed=" + strconv.FormatUint(p.Seed, 10)
 }
 
 // InCalm reports whether t after the schedule's start falls in a calm
-// phase: always for off, never for bursty, for phases when t modulo a
-// calm-congested cycle is under Calm.
+// phase: always for off, never for bursty, for phases when t plus the
+// offset, modulo a calm-congested cycle, is under Calm.
 func (p Pattern) InCalm(t time.Duration) bool {
 	switch p.Kind {
 	case PatternBursty:
 		return false
 	case PatternPhases:
 		if cycle := p.Calm + p.Congested; cycle > 0 {
-			return t%cycle < p.Calm
+			return (t+p.PhaseOffset())%cycle < p.Calm
 		}
 	}
 	return true
+}
+
+// PhaseOffset is where in its calm-congested cycle a phases schedule
+// starts, in [0, cycle): Offset wrapped, or drawn from Seed with
+// OffsetFromSeed; 0 for other kinds.
+func (p Pattern) PhaseOffset() time.Duration {
+	cycle := p.Calm + p.Congested
+	if p.Kind != PatternPhases || cycle <= 0 {
+		return 0
+	}
+	if p.OffsetFromSeed {
+		return time.Duration(rand.New(rand.NewPCG(p.Seed, 0x6f6666736574)).Int64N(int64(cycle)))
+	}
+	return p.Offset % cycle
 }
 
 // Loads returns the pattern's load steps for rail over [0, horizon),
@@ -206,15 +252,31 @@ func (p Pattern) Loads(rng *rand.Rand, rail int, horizon time.Duration) []Load {
 	case PatternBursty:
 		return Bursty(rng, rail, p.Busy, p.Idle, p.Min, p.Max, horizon)
 	case PatternPhases:
+		// Cycles from -offset; what falls before 0 collapses into the
+		// level in force at 0.
 		var out []Load
-		for t := time.Duration(0); t < horizon; t += p.Calm + p.Congested {
-			out = append(out, Load{Rail: rail, At: t})
+		for t := -p.PhaseOffset(); t < horizon; t += p.Calm + p.Congested {
+			out = appendFrom0(out, Load{Rail: rail, At: t})
 			for _, l := range Bursty(rng, rail, p.Busy, p.Idle, p.Min, p.Max, p.Congested) {
 				l.At += t + p.Calm
-				out = append(out, l)
+				out = appendFrom0(out, l)
 			}
 		}
 		return out
 	}
 	return nil
+}
+
+// appendFrom0 appends l to a schedule built in time order, a step before
+// time 0 becoming (or replacing) the step at 0.
+func appendFrom0(out []Load, l Load) []Load {
+	if l.At >= 0 {
+		return append(out, l)
+	}
+	l.At = 0
+	if n := len(out); n > 0 && out[n-1].At == 0 {
+		out[n-1] = l
+		return out
+	}
+	return append(out, l)
 }
