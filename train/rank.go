@@ -113,7 +113,6 @@ func runRankMode(ctx context.Context, c *comm.Comm, o Options, mode Mode) (Resul
 		dropped[s], total[s] = make([]uint64, N), make([]uint64, N)
 	}
 	losses := make([]float64, o.Steps)
-	var snaps []snapshot
 	// Every rank starts the clock after the same barrier.
 	if err := c.Barrier(ctx); err != nil {
 		return Result{}, err
@@ -127,14 +126,10 @@ func runRankMode(ctx context.Context, c *comm.Comm, o Options, mode Mode) (Resul
 	}
 	w := worker{o: o, mode: mode, rank: rank, m: m, part: parts[rank],
 		ex:     ex,
-		losses: losses, dropped: dropped, total: total, start: start}
+		losses: losses, dropped: dropped, total: total, start: start,
+		record: rank == 0 || mode == LossTolerant}
 	if load := c.EmuLoad(); load.Kind == emu.PatternPhases {
 		w.calm, w.load = make([]bool, o.Steps), load
-	}
-	if rank == 0 {
-		w.checkpoint = func(step int, m Model) {
-			snaps = append(snaps, snapshot{step: step, t: time.Since(start), params: m.Params()})
-		}
 	}
 	if err := w.run(ctx); err != nil {
 		return Result{}, err
@@ -179,10 +174,41 @@ func runRankMode(ctx context.Context, c *comm.Comm, o Options, mode Mode) (Resul
 		return res, err
 	}
 	res.ReplicaSpread = spread[0]
+	if mode == LossTolerant {
+		// The replicas differ: rank 0 evaluates their average.
+		if err := averageSnapshots(ctx, c, w.snaps); err != nil {
+			return res, err
+		}
+	}
 	if rank == 0 {
-		if err := res.evaluate(m, snaps, *o.Test); err != nil {
+		if err := res.evaluate(m, w.snaps, *o.Test, o.Targets, o.EvalEvery); err != nil {
 			return res, err
 		}
 	}
 	return res, nil
+}
+
+// averageSnapshots replaces rank 0's snapshots by the mean of every
+// rank's (the same checkpoints on every rank), a few MiB per exact
+// allreduce, after the run.
+func averageSnapshots(ctx context.Context, c *comm.Comm, snaps []snapshot) error {
+	if len(snaps) == 0 {
+		return nil
+	}
+	per := max(1, (4<<20)/(4*max(1, len(snaps[0].params))))
+	var buf []float32
+	for k := 0; k < len(snaps); k += per {
+		group := snaps[k:min(k+per, len(snaps))]
+		buf = buf[:0]
+		for _, sn := range group {
+			buf = append(buf, sn.params...)
+		}
+		if err := comm.Allreduce(ctx, c, buf, comm.Mean); err != nil {
+			return fmt.Errorf("averaging the replicas' checkpoints: %w", err)
+		}
+		for i, sn := range group {
+			copy(sn.params, buf[i*len(sn.params):])
+		}
+	}
+	return nil
 }

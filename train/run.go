@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -34,13 +36,20 @@ const (
 	DefaultBatch     = 32
 	DefaultLR        = 0.1
 	DefaultTarget    = 0.9
-	DefaultEvalEvery = 10
+	DefaultEvalEvery = 2
 	DefaultSyncEvery = 50
 	DefaultRails     = "emu:150mbit/1ms,emu:50mbit/1ms"
 	// DefaultQualitySmoothing is the weight of the newest loss in the
 	// smoothed training loss whose change is a stage's quality.
 	DefaultQualitySmoothing = 0.1
 )
+
+// DefaultTargets are the accuracies whose first checkpoints Result.Targets
+// reports when Options.Targets is nil.
+var DefaultTargets = []float64{0.88, 0.9}
+
+// MaxStepTime bounds Options.StepTime.
+const MaxStepTime = 10 * time.Second
 
 // DefaultDiscard is the losstolerant mode's controller when
 // Options.Discard is zero: the match rule (discard the share by which the
@@ -73,18 +82,21 @@ type Congestion struct {
 	Min  float64       // 0 = 0.5
 	Max  float64       // 0 = 0.9
 	// Phases alternates calm and congested phases, Calm and Congested
-	// long (0 = 3s each), the first calm.
+	// long (0 = 3s each); the schedule starts at a point of its cycle
+	// drawn from Options.Seed.
 	Phases          bool
 	Calm, Congested time.Duration
 }
 
-// pattern returns c as an emu.Pattern (c validated).
-func (c Congestion) pattern() emu.Pattern {
+// pattern returns c as an emu.Pattern (c validated); a phases schedule
+// starts at a point of its cycle drawn from seed.
+func (c Congestion) pattern(seed uint64) emu.Pattern {
 	switch {
 	case c.Off:
 		return emu.Pattern{Kind: emu.PatternOff}
 	case c.Phases:
-		return emu.Pattern{Kind: emu.PatternPhases, Busy: c.Busy, Idle: c.Idle, Min: c.Min, Max: c.Max, Calm: c.Calm, Congested: c.Congested}
+		return emu.Pattern{Kind: emu.PatternPhases, Busy: c.Busy, Idle: c.Idle, Min: c.Min, Max: c.Max, Calm: c.Calm, Congested: c.Congested,
+			Seed: seed, OffsetFromSeed: true}
 	}
 	return emu.Pattern{Kind: emu.PatternBursty, Busy: c.Busy, Idle: c.Idle, Min: c.Min, Max: c.Max}
 }
@@ -140,6 +152,17 @@ type Options struct {
 	Steps   int    // SGD steps per mode, 1..100000; 0 = 500
 	Batch   int    // samples per worker per step, 1..4096; 0 = 32
 	LR      float64
+	// Decay lowers the learning rate linearly to a tenth over the last
+	// 40 % of the steps. Off (the default) it stays LR throughout, so that
+	// no setting passes a target because the rate fell by step count.
+	Decay bool
+	// StepTime, when > 0, pads each worker's computation: after its
+	// gradient a worker sleeps until StepTime after its step began, then
+	// exchanges. It stands in for an accelerator's compute (a GPU step of
+	// that length), against which the exchange is small in calm; this
+	// machine's CPU computes the gradient within it. 0 = off; at most
+	// MaxStepTime.
+	StepTime time.Duration
 	// Model is the network: ModelMLP ("mlp", the default) or ModelCNN
 	// ("cnn").
 	Model string
@@ -171,8 +194,16 @@ type Options struct {
 	// an allreduce that discards nothing (replicas drift apart where
 	// gradient packets were missing). 0 = DefaultSyncEvery; -1 = never.
 	SyncEvery int
-	Target    float64 // test accuracy to reach, (0, 1); 0 = 0.9
-	EvalEvery int     // steps between accuracy checkpoints; 0 = 10
+	Target    float64 // test accuracy to reach (TimeToTarget), (0, 1); 0 = 0.9
+	// Targets are the accuracies whose first checkpoints Result.Targets
+	// reports, each in (0, 1); nil = DefaultTargets. Target is added when
+	// missing.
+	Targets []float64
+	// EvalEvery is the steps between accuracy checkpoints; 0 = 2. A
+	// checkpoint copies the parameters (of every replica in the
+	// losstolerant mode, whose average is evaluated); they are evaluated
+	// after the run, off the clock.
+	EvalEvery int
 	// QualitySmoothing is the weight of the newest minibatch loss in the
 	// smoothed loss, (0, 1]; 0 = DefaultQualitySmoothing.
 	QualitySmoothing float64
@@ -339,6 +370,20 @@ func (o Options) validate() (Options, error) {
 	if !(o.Target > 0 && o.Target < 1) {
 		return o, fmt.Errorf("%w: Target = %v out of range; allowed (0, 1)", ErrConfig, o.Target)
 	}
+	if o.Targets == nil {
+		o.Targets = DefaultTargets
+	}
+	o.Targets = append(slices.Clone(o.Targets), o.Target)
+	slices.Sort(o.Targets)
+	o.Targets = slices.Compact(o.Targets)
+	for _, t := range o.Targets {
+		if !(t > 0 && t < 1) {
+			return o, fmt.Errorf("%w: Targets has %v; allowed (0, 1) each", ErrConfig, t)
+		}
+	}
+	if o.StepTime < 0 || o.StepTime > MaxStepTime {
+		return o, fmt.Errorf("%w: StepTime = %v out of range; allowed 0 (off)..%v", ErrConfig, o.StepTime, MaxStepTime)
+	}
 	if o.EvalEvery == 0 {
 		o.EvalEvery = DefaultEvalEvery
 	}
@@ -375,7 +420,9 @@ func (o Options) parts() ([][]int, error) {
 	return o.Partition.Split(o.Train.Y, o.Workers, rand.New(rand.NewPCG(o.Seed, 0x70617274)))
 }
 
-// Point is one accuracy checkpoint of rank 0's model.
+// Point is one accuracy checkpoint: of the replicas' average in the
+// losstolerant mode (they differ where packets were missing), of rank 0's
+// model in the reliable one (they are identical).
 type Point struct {
 	Step     int     `json:"step"`
 	Time     float64 `json:"time_s"`
@@ -385,14 +432,17 @@ type Point struct {
 // Result is one mode's run. TimeToTarget is nil when the target accuracy
 // was not reached.
 type Result struct {
-	Mode            Mode     `json:"mode"`
-	FinalAccuracy   float64  `json:"final_accuracy"`
-	TimeToTarget    *float64 `json:"time_to_target_s"`
-	StepsToTarget   *int     `json:"steps_to_target"`
-	TargetAccuracy  float64  `json:"target_accuracy"`
-	Steps           int      `json:"steps"`
-	MeanDiscardRate float64  `json:"mean_discard_rate"`
-	Wall            float64  `json:"wall_s"` // training time, checkpoints excluded
+	Mode           Mode     `json:"mode"`
+	FinalAccuracy  float64  `json:"final_accuracy"`
+	TimeToTarget   *float64 `json:"time_to_target_s"`
+	StepsToTarget  *int     `json:"steps_to_target"`
+	TargetAccuracy float64  `json:"target_accuracy"`
+	// Targets is the first checkpoint at or above each of Options.Targets,
+	// in ascending order of accuracy.
+	Targets         []Reached `json:"targets"`
+	Steps           int       `json:"steps"`
+	MeanDiscardRate float64   `json:"mean_discard_rate"`
+	Wall            float64   `json:"wall_s"` // training time, checkpoints excluded
 	// MeanStep is the mean time of one step, seconds.
 	MeanStep float64 `json:"mean_step_s"`
 	// ReplicaSpread is the largest difference of a parameter between rank
@@ -408,6 +458,14 @@ type Result struct {
 	// Controller sums the decisions of the losstolerant mode's
 	// controllers over all links.
 	Controller *discard.Stats `json:"controller,omitempty"`
+}
+
+// Reached is when a run first reached an accuracy: nil times when it did
+// not.
+type Reached struct {
+	Accuracy float64  `json:"accuracy"`
+	Time     *float64 `json:"time_s"`
+	Steps    *int     `json:"steps"`
 }
 
 // prepare validates o and loads MNIST unless o brings its data.
@@ -489,7 +547,7 @@ func connect(ctx context.Context, o Options) (*ring, error) {
 					return nil
 				}
 				rng := rand.New(rand.NewPCG(o.Seed^0x6c6f6164, uint64(i*64+j)))
-				return o.Congestion.pattern().Loads(rng, j, horizon)
+				return o.Congestion.pattern(o.Seed).Loads(rng, j, horizon)
 			},
 			Name:          func(j int) string { return fmt.Sprintf("link%d-%s", i, o.Rails[j]) },
 			Nominal:       true,
@@ -511,10 +569,29 @@ func connect(ctx context.Context, o Options) (*ring, error) {
 	return r, nil
 }
 
+// snapshot is one worker's parameters at a checkpoint, and the time
+// since the start (rank 0's).
 type snapshot struct {
 	step   int
 	t      time.Duration
-	params []float64
+	params []float32
+}
+
+// average returns the snapshots of rank 0 (all[0]) with every
+// parameter replaced by its mean over the workers' snapshots of the same
+// checkpoint. It reuses all[0]'s buffers.
+func average(all [][]snapshot) []snapshot {
+	out := all[0]
+	for k := range out {
+		for i := range out[k].params {
+			sum := 0.0
+			for _, w := range all {
+				sum += float64(w[k].params[i])
+			}
+			out[k].params[i] = float32(sum / float64(len(all)))
+		}
+	}
+	return out
 }
 
 func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
@@ -591,18 +668,13 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 		dropped[s], total[s] = make([]uint64, N), make([]uint64, N)
 	}
 	losses := make([]float64, o.Steps)
-	var snaps []snapshot
+	snaps := make([][]snapshot, N)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// The background load's schedule starts with the first step.
 	start := time.Now()
 	for _, l := range top.links {
 		l.SetEpoch(start)
-	}
-	// Rank 0 copies its parameters every EvalEvery steps; they are
-	// evaluated after the run, so evaluation takes no training time.
-	checkpoint := func(step int, m Model) {
-		snaps = append(snaps, snapshot{step: step, t: time.Since(start), params: m.Params()})
 	}
 	var calm []bool
 	if o.Congestion.Phases && !o.Congestion.Off {
@@ -617,12 +689,13 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 				ex.out = outStages[i]
 			}
 			w := worker{o: o, mode: mode, rank: i, m: models[i], ex: ex, part: parts[i],
-				losses: losses, dropped: dropped, total: total, start: start}
+				losses: losses, dropped: dropped, total: total, start: start,
+				record: i == 0 || mode == LossTolerant}
 			if i == 0 {
-				w.checkpoint = checkpoint
-				w.calm, w.load = calm, o.Congestion.pattern()
+				w.calm, w.load = calm, o.Congestion.pattern(o.Seed)
 			}
 			errs[i] = w.run(runCtx)
+			snaps[i] = w.snaps
 			if errs[i] != nil {
 				cancel()
 			}
@@ -687,25 +760,87 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 			res.ReplicaSpread = math.Max(res.ReplicaSpread, math.Abs(v-p0[k]))
 		}
 	}
-	if err := res.evaluate(models[0], snaps, *o.Test); err != nil {
+	avg := snaps[0]
+	if mode == LossTolerant {
+		avg = average(snaps)
+	}
+	if err := res.evaluate(models[0], avg, *o.Test, o.Targets, o.EvalEvery); err != nil {
 		return res, err
 	}
 	return res, nil
 }
 
-// evaluate fills the accuracy curve, the time and steps to the target and
-// the final accuracy in from the checkpoints snaps of model m's parameters.
-func (res *Result) evaluate(m Model, snaps []snapshot, test Dataset) error {
-	eval := m.CloneModel()
-	for _, sn := range snaps {
-		if err := eval.SetParams(sn.params); err != nil {
-			return err
+// evaluate fills the accuracy curve, the times and steps to the targets
+// and the final accuracy in from the checkpoints snaps, set one after
+// the other into clones of m, on up to GOMAXPROCS goroutines. Every
+// checkpoint is evaluated until the last target is reached, then one per
+// 10 steps (evalEvery apart) and the last.
+func (res *Result) evaluate(m Model, snaps []snapshot, test Dataset, targets []float64, evalEvery int) error {
+	thin := max(1, 10/evalEvery)
+	acc := make([]float64, len(snaps))
+	done := make([]bool, len(snaps))
+	res.Targets = make([]Reached, len(targets))
+	for i, t := range targets {
+		res.Targets[i].Accuracy = t
+	}
+	reachedAll := func() bool {
+		return !slices.ContainsFunc(res.Targets, func(r Reached) bool { return r.Time == nil })
+	}
+	workers := max(1, runtime.GOMAXPROCS(0))
+	evals := make([]Model, workers)
+	for i := range evals {
+		evals[i] = m.CloneModel()
+	}
+	var firstErr error
+	for k := 0; k < len(snaps); {
+		// The next batch: consecutive checkpoints while a target is
+		// missing, thinned once all are reached.
+		var batch []int
+		for ; k < len(snaps) && len(batch) < workers; k++ {
+			if reachedAll() && k%thin != 0 && k != len(snaps)-1 {
+				continue
+			}
+			batch = append(batch, k)
 		}
-		acc := eval.Accuracy(test)
-		res.Curve = append(res.Curve, Point{Step: sn.step, Time: sn.t.Seconds(), Accuracy: acc})
-		if acc >= res.TargetAccuracy && res.TimeToTarget == nil {
-			tt, st := sn.t.Seconds(), sn.step
-			res.TimeToTarget, res.StepsToTarget = &tt, &st
+		errs := make([]error, len(batch))
+		var wg sync.WaitGroup
+		for bi, sk := range batch {
+			wg.Go(func() {
+				p := make([]float64, len(snaps[sk].params))
+				for i, v := range snaps[sk].params {
+					p[i] = float64(v)
+				}
+				if errs[bi] = evals[bi].SetParams(p); errs[bi] == nil {
+					acc[sk] = evals[bi].Accuracy(test)
+				}
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil && firstErr == nil {
+			firstErr = err
+		}
+		for _, sk := range batch {
+			done[sk] = true
+			sn := snaps[sk]
+			for i := range res.Targets {
+				if r := &res.Targets[i]; r.Time == nil && acc[sk] >= r.Accuracy {
+					tt, st := sn.t.Seconds(), sn.step
+					r.Time, r.Steps = &tt, &st
+				}
+			}
+		}
+	}
+	if firstErr != nil {
+		return firstErr
+	}
+	for k, sn := range snaps {
+		if done[k] {
+			res.Curve = append(res.Curve, Point{Step: sn.step, Time: sn.t.Seconds(), Accuracy: acc[k]})
+		}
+	}
+	for _, r := range res.Targets {
+		if r.Accuracy == res.TargetAccuracy {
+			res.TimeToTarget, res.StepsToTarget = r.Time, r.Steps
 		}
 	}
 	if len(res.Curve) > 0 {
@@ -754,17 +889,20 @@ func (x ringExchanger) Counts() (uint64, uint64, bool) {
 
 // worker is one rank's training loop.
 type worker struct {
-	o          Options
-	mode       Mode
-	rank       int
-	part       []int // the samples of o.Train this worker draws from
-	m          Model
-	ex         exchanger
-	losses     []float64
-	dropped    [][]uint64
-	total      [][]uint64
-	start      time.Time
-	checkpoint func(step int, m Model)
+	o       Options
+	mode    Mode
+	rank    int
+	part    []int // the samples of o.Train this worker draws from
+	m       Model
+	ex      exchanger
+	losses  []float64
+	dropped [][]uint64
+	total   [][]uint64
+	start   time.Time
+	// record keeps the parameters every EvalEvery steps in snaps (rank
+	// 0's with their times).
+	record bool
+	snaps  []snapshot
 	// calm, when set, gets whether each step's exchange began in a calm
 	// phase of load (a phases load whose schedule starts at start).
 	calm []bool
@@ -779,14 +917,30 @@ func (w *worker) run(ctx context.Context) error {
 	var ema float64
 	var lastDropped, lastTotal uint64
 	params := make([]float32, m.NumParams())
-	if w.checkpoint != nil {
-		w.checkpoint(0, m)
+	w.checkpoint(0)
+	var pad *time.Timer
+	if o.StepTime > 0 {
+		pad = time.NewTimer(time.Hour)
+		defer pad.Stop()
 	}
 	for step := range o.Steps {
+		began := time.Now()
 		for j := range idx {
 			idx[j] = w.part[rng.IntN(len(w.part))]
 		}
 		loss := m.Gradient(*o.Train, idx, grad)
+		if pad != nil {
+			// The emulated accelerator's compute: the step's
+			// computation takes StepTime in all.
+			if d := o.StepTime - time.Since(began); d > 0 {
+				pad.Reset(d)
+				select {
+				case <-pad.C:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+		}
 		if step == 0 {
 			ema = loss
 		} else {
@@ -804,7 +958,11 @@ func (w *worker) run(ctx context.Context) error {
 		if err := r.Allreduce(ctx, grad); err != nil {
 			return err
 		}
-		m.Step(grad, lrAt(o.LR, step, o.Steps))
+		lr := o.LR
+		if o.Decay {
+			lr = lrAt(o.LR, step, o.Steps)
+		}
+		m.Step(grad, lr)
 		if w.mode == LossTolerant && o.SyncEvery > 0 && ((step+1)%o.SyncEvery == 0 || step+1 == o.Steps) {
 			if err := w.sync(ctx, params); err != nil {
 				return err
@@ -819,17 +977,31 @@ func (w *worker) run(ctx context.Context) error {
 				rate = float64(w.dropped[step][w.rank]) / float64(w.total[step][w.rank])
 			}
 		}
-		if w.checkpoint != nil {
+		if (step+1)%o.EvalEvery == 0 || step+1 == o.Steps {
+			w.checkpoint(step + 1)
+		}
+		if w.rank == 0 {
 			w.losses[step] = loss
-			if (step+1)%o.EvalEvery == 0 || step+1 == o.Steps {
-				w.checkpoint(step+1, m)
-			}
 			if o.Progress != nil {
 				o.Progress(Progress{Mode: w.mode, Step: step + 1, Steps: o.Steps, Loss: loss, DiscardRate: rate, Elapsed: time.Since(w.start)})
 			}
 		}
 	}
 	return nil
+}
+
+// checkpoint keeps the model's parameters after step steps, when the
+// worker records them.
+func (w *worker) checkpoint(step int) {
+	if !w.record {
+		return
+	}
+	p := w.m.Params()
+	sn := snapshot{step: step, t: time.Since(w.start), params: make([]float32, len(p))}
+	for i, v := range p {
+		sn.params[i] = float32(v)
+	}
+	w.snaps = append(w.snaps, sn)
 }
 
 // sync replaces the model's parameters by the mean over the ranks, sent

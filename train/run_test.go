@@ -39,6 +39,7 @@ func TestOptionsErrors(t *testing.T) {
 		{Congestion: Congestion{Min: 0.9, Max: 0.5}}, {Congestion: Congestion{Busy: time.Hour}},
 		{Discard: discard.Config{History: 1}}, {MLP: MLPConfig{Hidden: []int{0}}},
 		{QualitySmoothing: 2}, {PacketFloats: -1},
+		{StepTime: -time.Millisecond}, {StepTime: MaxStepTime + 1}, {Targets: []float64{0.5, 1}}, {Targets: []float64{0}},
 	}
 	for _, o := range bad {
 		if _, err := o.validate(); !errors.Is(err, ErrConfig) {

@@ -104,7 +104,7 @@ rank never registered, a refused card) is reported on stderr.`,
 	fl.SetInterspersed(false)
 	fl.IntVarP(&f.np, "np", "n", 0, "number of ranks, 1.."+strconv.Itoa(maxRanks))
 	fl.StringVar(&f.emu, "emu", "", "emulated rails for every pair of ranks, emu:RATE[/DELAY],... (sets MULTIRAIL_EMU)")
-	fl.StringVar(&f.emuLoad, "emu-load", "", "background load on the emulated rails: off, bursty[:busy=400ms,idle=200ms,load=0.5:0.9,seed=N] or phases[:calm=3s,congested=3s,...] (congestion that comes and goes; sets MULTIRAIL_EMU_LOAD; needs --emu)")
+	fl.StringVar(&f.emuLoad, "emu-load", "", "background load on the emulated rails: off, bursty[:busy=400ms,idle=200ms,load=0.5:0.9,seed=N] or phases[:calm=3s,congested=3s,offset=seed,...] (congestion that comes and goes; offset: where in its cycle the schedule starts, a duration or seed; sets MULTIRAIL_EMU_LOAD; needs --emu)")
 	fl.BoolVar(&f.tagOutput, "tag-output", false, "prefix each output line with [1,RANK]<stdout>: or [1,RANK]<stderr>:")
 	fl.DurationVar(&f.timeout, "timeout", 0, "stop the job after this long (0 = never)")
 	fl.DurationVar(&f.grace, "grace", 3*time.Second, "time between SIGTERM and SIGKILL when the job is stopped")

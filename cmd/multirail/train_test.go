@@ -36,6 +36,9 @@ func TestTrainBadFlags(t *testing.T) {
 		{[]string{"train", "--phase-rates", "0.05"}, []string{`--phase-rates "0.05"`, "CALM:CONGESTED"}},
 		{[]string{"train", "--phase-rates", "0:0.5"}, []string{`--phase-rates "0:0.5"`, "(0, 1)"}},
 		{[]string{"train", "--phase-rates", "0.05:0.6"}, []string{`--phase-rates "0.05:0.6"`, "needs --per-process"}},
+		{[]string{"train", "--step-time", "fast"}, []string{`--step-time "fast"`, "0..10s"}},
+		{[]string{"train", "--step-time", "11s"}, []string{`--step-time "11s"`, "0..10s"}},
+		{[]string{"train", "--targets", "0.9,1"}, []string{`--targets "0.9,1"`, "(0, 1)"}},
 	}
 	for _, c := range cases {
 		var stdout, stderr bytes.Buffer
