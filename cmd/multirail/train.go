@@ -71,6 +71,7 @@ accuracy.png (test accuracy against training time, per mode), discard.png
 			return runTrain(cmd.Context(), g, f, o)
 		},
 	}
+	cmd.AddCommand(newTrainSuite(g))
 	fl := cmd.Flags()
 	fl.IntVar(&f.workers, "workers", train.DefaultWorkers, "number of workers (ranks), 2..16")
 	fl.StringVar(&f.mode, "mode", "both", "reliable, losstolerant or both")
