@@ -68,12 +68,17 @@
 //     probability exactly d/n; the receiver sees n and d, so it knows the
 //     rate R = d/n each packet was exposed to;
 //   - a discarded packet removes exactly one rank's values of one packet.
-//     The owner fills it with its own values v_o and counts one that
-//     arrived as (v - R v_o)/(1 - R): the expectation is v either way (v_o
-//     is a control variate: where the ranks' values are alike, the
-//     correction is small);
-//   - in the allgather a missing result is filled with N times the
-//     receiver's own values (its own estimate of the sum) and one that
+//     The owner fills it with b times its own values v_o and counts one
+//     that arrived as (v - R b v_o)/(1 - R): the expectation is v either
+//     way, for any b fixed before the draw. RingConfig.Fill chooses b:
+//     FillShrunk (the default) estimates the b of least variance,
+//     <v, v_o>/<v_o, v_o>, per peer and range of packets from the earlier
+//     calls' arrived packets; FillOwn is b = 1 (a control variate, best
+//     where the ranks' values are alike), FillNone b = 0 (plain
+//     inverse-probability weighting, best where they are independent
+//     noise);
+//   - in the allgather a missing result is filled with b times N times
+//     the receiver's own values (its own estimate of the sum) and one that
 //     arrived is corrected the same way, so each rank's result is unbiased
 //     too, though the ranks' results differ where packets went missing;
 //   - with RingConfig.ErrorFeedback a sender keeps the values it discarded

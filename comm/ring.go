@@ -99,6 +99,13 @@ type RingConfig struct {
 	// non-IID data; TestRingBiasedOnNonIID). Kept for comparison.
 	// NewRing and NewTranspose ignore it.
 	Ring bool
+	// Fill is how a Transpose estimates a discarded packet's values:
+	// FillShrunk (the default) shrinks the receiver's own values by a
+	// factor learnt per peer and range from the earlier calls, FillOwn
+	// uses them as they are, FillNone not at all (plain inverse-
+	// probability weighting); all are unbiased (see Fill). A Ring
+	// ignores it.
+	Fill Fill
 }
 
 // validate fills the defaults of c in and checks it; the error names the
@@ -112,6 +119,9 @@ func (c *RingConfig) validate() error {
 	}
 	if c.Op != Sum && c.Op != Mean {
 		return fmt.Errorf("%w: Op = %d out of range; allowed: Sum (0) or Mean (1)", ErrConfig, c.Op)
+	}
+	if c.Fill < FillShrunk || c.Fill > FillNone {
+		return fmt.Errorf("%w: Fill = %d out of range; allowed: FillShrunk (0), FillOwn (1) or FillNone (2)", ErrConfig, int(c.Fill))
 	}
 	return nil
 }

@@ -7,6 +7,85 @@ import (
 	"math"
 )
 
+// Fill selects how a Transpose estimates a peer's values from a part its
+// sender thinned out at rate R (RingConfig.Fill). Each is unbiased: with
+// f the receiver's fill (its own values in the reduce-scatter, N times
+// them in the allgather) and b a factor fixed before the draw, a packet
+// counts b f when it is missing and b f + (v - b f)/(1 - R) when it
+// arrived, whose expectation is v; its variance is (v - b f)² R/(1 - R).
+// Nothing discarded (R = 0) counts what arrived as it is, and so does the
+// reduce-scatter with ErrorFeedback (what was discarded comes later); the
+// allgather, whose results are never deferred, uses the Fill either way.
+type Fill int
+
+const (
+	// FillShrunk (the default) estimates, per peer link, phase and range
+	// of packets, the b that minimises the variance, <v, f>/<f, f>, from
+	// the packets that arrived in the earlier calls (see docs/discard.md):
+	// near 1 where the ranks' values are alike, near 0 where they are
+	// independent noise. It starts at 1.
+	FillShrunk Fill = iota
+	// FillOwn is b = 1: the receiver's own values are a control variate
+	// (the behaviour before FillShrunk, bit for bit).
+	FillOwn
+	// FillNone is b = 0: plain inverse-probability weighting (a missing
+	// packet counts nothing, one that arrived v/(1 - R)).
+	FillNone
+)
+
+var fillNames = [...]string{FillShrunk: "shrunk", FillOwn: "own", FillNone: "none"}
+
+func (f Fill) String() string {
+	if f >= 0 && int(f) < len(fillNames) {
+		return fillNames[f]
+	}
+	return fmt.Sprintf("Fill(%d)", int(f))
+}
+
+// The FillShrunk estimator's constants (docs/discard.md says how they
+// were chosen):
+const (
+	// fillRangeFloats: a range of packets sharing one b holds at least
+	// this many values (ceil(fillRangeFloats/PacketFloats) packets, the
+	// last range of a chunk may be shorter): enough for a steady
+	// estimate, few enough to follow b where it differs along the vector
+	// (a model's layers).
+	fillRangeFloats = 256
+	// fillGain is the gain of the EWMAs of <v, f> and <f, f> over calls.
+	// They are EWMAs of sums, not of each call's ratio, so a call weighs
+	// as much as its values are large, as its share of the squared error
+	// does.
+	fillGain = 0.5
+	// fillMin and fillMax clamp b. Below 0 pays only where the ranks'
+	// values are opposed call after call and costs where the sign
+	// changes; above 1 pays where the ranks' values differ in scale.
+	fillMin, fillMax = 0, 2
+)
+
+// fillRange is the FillShrunk state of one range of packets of one peer
+// link in one phase.
+type fillRange struct {
+	vf, ff float64 // EWMAs of sum(v f) and sum(f f) over the packets that arrived
+	b      float32 // the factor the next call uses
+}
+
+// learn folds one call's sums over the packets that arrived into the
+// EWMAs and sets the next call's b. A call where none arrived or the fill
+// was zero (ff = 0) says nothing about b, and a non-finite sum (data
+// holding Inf or NaN) would poison the state: both are skipped. A
+// non-finite or zero-denominator ratio keeps the previous b.
+func (e *fillRange) learn(vf, ff float64) {
+	if ff == 0 || math.IsNaN(vf) || math.IsInf(vf, 0) || math.IsInf(ff, 0) || math.IsNaN(ff) {
+		return
+	}
+	e.vf += fillGain * (vf - e.vf)
+	e.ff += fillGain * (ff - e.ff)
+	b := e.vf / e.ff
+	if e.ff > 0 && !math.IsNaN(b) && !math.IsInf(b, 0) {
+		e.b = float32(min(fillMax, max(fillMin, b)))
+	}
+}
+
 // MeshTransport moves the stages of a transpose allreduce between one rank
 // and each of the others. Calls for different peers may overlap (one
 // goroutine sends while another receives); calls for one peer and one
@@ -45,6 +124,11 @@ type Transpose struct {
 	recvd  []stageOf // the stages the last Allreduce received
 	whole  bool
 	st     RingStats
+	// FillShrunk state, per peer rank (nil for this rank): of this rank's
+	// chunk as the peer contributes it (con), and of the peer's chunk as
+	// it sends the result (res); fillPk is the packets per range.
+	con, res [][]fillRange
+	fillPk   int
 }
 
 // stageOf names a stage received from a rank.
@@ -59,7 +143,7 @@ func NewTranspose(rank, size int, t MeshTransport, cfg RingConfig) (*Transpose, 
 	if err := checkLossy(rank, size, t == nil, "MeshTransport", &cfg); err != nil {
 		return nil, err
 	}
-	return &Transpose{rank: rank, size: size, t: t, cfg: cfg}, nil
+	return &Transpose{rank: rank, size: size, t: t, cfg: cfg, fillPk: (fillRangeFloats + cfg.PacketFloats - 1) / cfg.PacketFloats}, nil
 }
 
 // Stats returns the counters of the Allreduce calls so far.
@@ -120,6 +204,16 @@ func (r *Transpose) allreduce(ctx context.Context, x []float32) error {
 		r.n = len(x)
 		r.out = make([]float32, r.n)
 		r.resid = make([][]float32, r.size)
+		r.con, r.res = nil, nil
+		if r.cfg.Fill == FillShrunk {
+			r.con, r.res = make([][]fillRange, r.size), make([][]fillRange, r.size)
+			for p := range r.size {
+				if p != r.rank {
+					r.con[p] = r.newFill(r.rank)
+					r.res[p] = r.newFill(p)
+				}
+			}
+		}
 	}
 	r.recvd = r.recvd[:0]
 	N := r.size
@@ -292,71 +386,148 @@ func (r *Transpose) check(from, c int, st Received) (float32, error) {
 	return float32(missing) / float32(np), nil
 }
 
-// addContribution adds rank from's values of this rank's chunk to the
-// estimate of its sum. A packet the sender discarded with probability R
-// (its share of the part: every packet is equally likely to go, see
-// discard.Select) is filled with this rank's own values v_o, and one
-// that arrived counts (v - R v_o) / (1 - R): either way the expected
-// contribution is v, whatever the values. With error feedback a
-// discarded contribution arrives with a later call instead, so what
-// arrived counts as it is and what did not counts nothing now.
+// newFill returns the FillShrunk state of chunk c's packet ranges, every
+// b at 1 (FillOwn's) until a range has data.
+func (r *Transpose) newFill(c int) []fillRange {
+	f := make([]fillRange, (r.npk(c)+r.fillPk-1)/r.fillPk)
+	for i := range f {
+		f[i].b = 1
+	}
+	return f
+}
+
+// fillFactor returns b for range g of est under the configured Fill.
+func (r *Transpose) fillFactor(est []fillRange, g int) float32 {
+	switch r.cfg.Fill {
+	case FillOwn:
+		return 1
+	case FillNone:
+		return 0
+	}
+	return est[g].b
+}
+
+// addContribution adds rank from's values v of this rank's chunk to the
+// estimate of its sum. Each packet was discarded with probability R (its
+// share of the part: every packet is equally likely to go, see
+// discard.Select). With f this rank's own values v_o and b the packet's
+// range's factor (Fill), a missing packet counts b f and one that arrived
+// (v - R b f)/(1 - R) = b f + (v - b f)/(1 - R): either way the expected
+// contribution is v, whatever the values, for any b fixed before the draw
+// (FillShrunk's comes from the earlier calls only; this call's packets
+// update it after it was used). With error feedback a discarded
+// contribution arrives with a later call instead, so what arrived counts
+// as it is, what did not counts nothing now, and b is neither used nor
+// learnt.
 func (r *Transpose) addContribution(from int, st Received, x []float32, ef bool) error {
 	R, err := r.check(from, r.rank, st)
 	if err != nil {
 		return err
 	}
 	lo, _ := r.chunk(r.rank)
-	for j, p := range st.Packets {
-		plo, phi := r.span(r.rank, j)
-		own := x[plo:phi]
-		acc := r.own[plo-lo : phi-lo]
-		switch {
-		case p == nil && ef:
-		case p == nil:
-			for i, v := range own {
-				acc[i] += v
+	k := 1 / (1 - R)
+	var est []fillRange // FillShrunk's state, else nil
+	if r.con != nil {
+		est = r.con[from]
+	}
+	// An AllreduceWhole call is not learnt from: it carries what must be
+	// exact, such as the model's parameters, whose ranks agree far more
+	// than the lossy calls' gradients do; its b would not fit them.
+	learn := est != nil && !ef && !r.whole
+	for g0 := 0; g0 < len(st.Packets); g0 += r.fillPk {
+		g := g0 / r.fillPk
+		b := r.fillFactor(est, g)
+		var vf, ff float64
+		for j := g0; j < min(len(st.Packets), g0+r.fillPk); j++ {
+			p := st.Packets[j]
+			plo, phi := r.span(r.rank, j)
+			own := x[plo:phi]
+			acc := r.own[plo-lo : phi-lo]
+			switch {
+			case p == nil && (ef || b == 0):
+			case p == nil:
+				for i, v := range own {
+					acc[i] += b * v
+				}
+			case ef || R == 0:
+				for i := range acc {
+					acc[i] += math.Float32frombits(binary.LittleEndian.Uint32(p[4+4*i:]))
+				}
+			default:
+				for i, v := range own {
+					acc[i] += (math.Float32frombits(binary.LittleEndian.Uint32(p[4+4*i:])) - R*b*v) * k
+				}
 			}
-		case ef || R == 0:
-			for i := range acc {
-				acc[i] += math.Float32frombits(binary.LittleEndian.Uint32(p[4+4*i:]))
+			if p != nil && learn {
+				for i, v := range own {
+					f := float64(v)
+					vf += float64(math.Float32frombits(binary.LittleEndian.Uint32(p[4+4*i:]))) * f
+					ff += f * f
+				}
 			}
-		default:
-			k := 1 / (1 - R)
-			for i, v := range own {
-				acc[i] += (math.Float32frombits(binary.LittleEndian.Uint32(p[4+4*i:])) - R*v) * k
-			}
+		}
+		if learn {
+			est[g].learn(vf, ff)
 		}
 	}
 	return nil
 }
 
-// takeResult writes rank from's result for its chunk into the result. A
-// discarded packet is filled with this rank's own estimate, N times its
-// own values (sum space), and one that arrived is corrected as in
-// addContribution, so that each rank's result is unbiased too.
+// takeResult writes rank from's result S for its chunk into the result.
+// The fill is this rank's own estimate of the sum, f = N v_r (its own
+// values times N, sum space), times the packet's range's factor b (Fill,
+// learnt as in addContribution on this link's results): a missing packet
+// counts b f and one that arrived (S - R b f)/(1 - R), so that each
+// rank's result is unbiased too. Error feedback changes nothing here: a
+// result is never deferred.
 func (r *Transpose) takeResult(from int, st Received, x []float32) error {
 	R, err := r.check(from, from, st)
 	if err != nil {
 		return err
 	}
 	N := float32(r.size)
-	for j, p := range st.Packets {
-		plo, phi := r.span(from, j)
-		own, out := x[plo:phi], r.out[plo:phi]
-		switch {
-		case p == nil:
-			for i, v := range own {
-				out[i] = N * v
+	k := 1 / (1 - R)
+	var est []fillRange
+	if r.res != nil {
+		est = r.res[from]
+	}
+	learn := est != nil && !r.whole // as in addContribution
+	for g0 := 0; g0 < len(st.Packets); g0 += r.fillPk {
+		g := g0 / r.fillPk
+		// c = b N: for FillOwn exactly N, so that R*c*v is the
+		// R*N*v of before, to the bit.
+		c := r.fillFactor(est, g) * N
+		var vf, ff float64
+		for j := g0; j < min(len(st.Packets), g0+r.fillPk); j++ {
+			p := st.Packets[j]
+			plo, phi := r.span(from, j)
+			own, out := x[plo:phi], r.out[plo:phi]
+			switch {
+			case p == nil && c == 0:
+				clear(out)
+			case p == nil:
+				for i, v := range own {
+					out[i] = c * v
+				}
+			case R == 0:
+				for i := range out {
+					out[i] = math.Float32frombits(binary.LittleEndian.Uint32(p[4+4*i:]))
+				}
+			default:
+				for i, v := range own {
+					out[i] = (math.Float32frombits(binary.LittleEndian.Uint32(p[4+4*i:])) - R*c*v) * k
+				}
 			}
-		case R == 0:
-			for i := range out {
-				out[i] = math.Float32frombits(binary.LittleEndian.Uint32(p[4+4*i:]))
+			if p != nil && learn {
+				for i, v := range own {
+					f := float64(N * v)
+					vf += float64(math.Float32frombits(binary.LittleEndian.Uint32(p[4+4*i:]))) * f
+					ff += f * f
+				}
 			}
-		default:
-			k := 1 / (1 - R)
-			for i, v := range own {
-				out[i] = (math.Float32frombits(binary.LittleEndian.Uint32(p[4+4*i:])) - R*N*v) * k
-			}
+		}
+		if learn {
+			est[g].learn(vf, ff)
 		}
 	}
 	return nil

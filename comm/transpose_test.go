@@ -118,9 +118,11 @@ func TestLossyUnbiasedAnyData(t *testing.T) {
 						rs[i] = tr
 					}
 					mean := runCalls(t, rs, inputs, calls)
-					if worst, where := worstChunk(mean, truthOf(inputs, op), N); worst > 0.01 {
+					worst, where := worstChunk(mean, truthOf(inputs, op), N)
+					if worst > 0.01 {
 						t.Fatalf("biased: %s (%.2f %% off, allowed 1 %%)", where, 100*worst)
 					}
+					t.Logf("worst %s (%.3f %% off)", where, 100*worst)
 					st := rs[0].(*Transpose).Stats()
 					if st.PacketsMissing == 0 || st.PacketsDropped == 0 {
 						t.Fatalf("nothing was discarded: %+v", st)
