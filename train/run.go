@@ -64,6 +64,12 @@ var DefaultDiscard = discard.Recommended
 // the discard package's other defaults.
 var PatentDiscard = discard.Config{Rule: discard.RulePatent, Initial: 0.1, History: 4}
 
+// The in-process allreduces of Options.Allreduce.
+const (
+	AllreduceTranspose = "transpose"
+	AllreduceRing      = "ring"
+)
+
 // ErrConfig is wrapped by every error about Options, Congestion or an
 // MLPConfig.
 var ErrConfig = errors.New("train: invalid config")
@@ -215,6 +221,21 @@ type Options struct {
 	Train, Test *Dataset
 	// Progress, if set, is called after every step of rank 0.
 	Progress func(Progress)
+	// Allreduce is how Run's in-process workers average gradients:
+	// AllreduceTranspose (the default) runs every worker through a
+	// communicator of its own (comm.NewLocal over o.Rails between every
+	// pair of workers), exactly as RunRank does with one process per
+	// worker: the reliable mode with the communicator's exact Allreduce,
+	// the losstolerant one with its transpose allreduce, unbiased however
+	// the data are split. AllreduceRing runs them in a ring of stage
+	// connections instead (one link each way per worker), whose
+	// loss-tolerant allreduce is biased where the workers' gradients
+	// differ (docs/discard.md); kept for comparison. RunRank ignores it.
+	Allreduce string
+	// ObserveComm, if set, is handed rank 0's communicator of the
+	// in-process transpose run when a mode starts; the returned func is
+	// called when the mode ends. For metrics.
+	ObserveComm func(c *comm.Comm) (done func())
 	// Observe, if set, is handed every connection of the in-process ring
 	// (rank i's to rank i+1, named "i") when a mode starts; the returned
 	// func is called when the mode's ring closes. For metrics.
@@ -314,6 +335,12 @@ func (o Options) validate() (Options, error) {
 	}
 	if !(o.LR > 0 && o.LR <= 10) {
 		return o, fmt.Errorf("%w: LR = %v out of range; allowed (0, 10]", ErrConfig, o.LR)
+	}
+	if o.Allreduce == "" {
+		o.Allreduce = AllreduceTranspose
+	}
+	if o.Allreduce != AllreduceTranspose && o.Allreduce != AllreduceRing {
+		return o, fmt.Errorf("%w: Allreduce = %q; allowed %q or %q", ErrConfig, o.Allreduce, AllreduceTranspose, AllreduceRing)
 	}
 	if o.Model == "" {
 		o.Model = ModelMLP
@@ -492,12 +519,15 @@ func (o Options) prepare() (Options, error) {
 // same data order and the same background-load schedule, and returns one
 // Result per mode.
 func Run(ctx context.Context, o Options) ([]Result, error) {
-	if !o.PhaseRates.IsZero() {
-		return nil, fmt.Errorf("%w: PhaseRates needs one process per worker (RunRank)", ErrConfig)
-	}
 	o, err := o.prepare()
 	if err != nil {
 		return nil, err
+	}
+	if o.Allreduce == AllreduceTranspose && o.memRate == nil {
+		return runLocal(ctx, o)
+	}
+	if !o.PhaseRates.IsZero() {
+		return nil, fmt.Errorf("%w: PhaseRates needs the transpose allreduce (Allreduce %q) or one process per worker (RunRank)", ErrConfig, AllreduceTranspose)
 	}
 	var out []Result
 	for _, m := range o.Modes {
@@ -508,6 +538,60 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// runLocal runs o's workers in this process, each with a communicator
+// of its own over emulated rails (comm.NewLocal), through RunRank: the
+// same training as one process per worker. It returns rank 0's results.
+func runLocal(ctx context.Context, o Options) ([]Result, error) {
+	load := o.Congestion.pattern(o.Seed)
+	cfg := comm.Config{Emu: emu.FormatSpecs(o.Rails), Logger: o.Logger}
+	if load.Kind != emu.PatternOff {
+		cfg.EmuLoad = load.String()
+	}
+	cfg.Transport.RailTimeout = railTimeout
+	cfg.Stage.Discard, cfg.Stage.FixedRate, cfg.Stage.Seed = o.Discard, o.DiscardRate, o.Seed
+	cfg.Stage.Logger = o.Logger
+	comms, err := comm.NewLocal(ctx, o.Workers, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("train: joining %d workers: %w", o.Workers, err)
+	}
+	defer func() {
+		for _, c := range comms {
+			_ = c.Close()
+		}
+	}()
+	if o.ObserveComm != nil {
+		defer o.ObserveComm(comms[0])()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make([][]Result, o.Workers)
+	errs := make([]error, o.Workers)
+	var wg sync.WaitGroup
+	for r := range o.Workers {
+		wg.Go(func() {
+			or := o
+			if r != 0 {
+				or.Progress = nil
+			}
+			results[r], errs[r] = RunRank(ctx, comms[r], or)
+			if errs[r] != nil {
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	// The first failure, not the cancellations it caused.
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return results[0], err
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return results[0], err
+	}
+	return results[0], nil
 }
 
 // railTimeout is the RailTimeout of the training ring's connections.

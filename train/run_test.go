@@ -6,10 +6,12 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/multirail/multirail"
+	"github.com/multirail/multirail/comm"
 	"github.com/multirail/multirail/discard"
 	"github.com/multirail/multirail/emu"
 )
@@ -85,7 +87,7 @@ func TestRunOverRails(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := Options{Workers: 3, Steps: 30, EvalEvery: 10, Train: tr, Test: te, Rails: specs,
-		Discard: discard.Config{Initial: 0.3, Max: 0.4}}
+		Discard: discard.Config{Initial: 0.3, Max: 0.4}, Allreduce: AllreduceRing}
 	var progress int
 	o.Progress = func(p Progress) { progress = p.Step }
 	// Observe sees every link of each mode's ring while it runs.
@@ -131,5 +133,66 @@ func TestRunOverRails(t *testing.T) {
 	}
 	if progress != 30 {
 		t.Fatalf("last progress step %d", progress)
+	}
+}
+
+// TestRunInProcessTranspose: by default Run's workers each run through a
+// communicator of their own (the per-process path, in one process): the
+// reliable mode's replicas stay identical, the loss-tolerant mode
+// discards within [0, Max] and ends with identical replicas after the
+// final sync, the curve and series are complete, progress comes from
+// rank 0, and ObserveComm sees rank 0's communicator once per mode. A
+// phases load with PhaseRates (the oracle) works in process.
+func TestRunInProcessTranspose(t *testing.T) {
+	tr, te := smallData(t)
+	specs, err := emu.ParseSpecs("emu:400mbit,emu:200mbit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Workers: 3, Steps: 30, EvalEvery: 10, Train: tr, Test: te, Rails: specs,
+		Discard: discard.Config{Initial: 0.3, Max: 0.4}, Congestion: Congestion{Off: true}}
+	var progress atomic.Int64
+	o.Progress = func(p Progress) { progress.Store(int64(p.Step)) }
+	var observed, done atomic.Int64
+	o.ObserveComm = func(c *comm.Comm) func() {
+		if c.Rank() != 0 || c.Size() != 3 {
+			t.Errorf("observed rank %d of %d", c.Rank(), c.Size())
+		}
+		observed.Add(1)
+		return func() { done.Add(1) }
+	}
+	res, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if observed.Load() != 1 || done.Load() != 1 {
+		t.Fatalf("ObserveComm called %d times, done %d", observed.Load(), done.Load())
+	}
+	rel, lt := res[0], res[1]
+	if rel.MeanDiscardRate != 0 || rel.ReplicaSpread != 0 {
+		t.Fatalf("reliable: discard %v, replica spread %v", rel.MeanDiscardRate, rel.ReplicaSpread)
+	}
+	if lt.MeanDiscardRate <= 0 || lt.MeanDiscardRate > 0.4+0.05 || lt.ReplicaSpread != 0 {
+		t.Fatalf("loss-tolerant: mean discard %v (want in (0, 0.4]), replica spread %v", lt.MeanDiscardRate, lt.ReplicaSpread)
+	}
+	for _, r := range res {
+		if len(r.Curve) != 4 || r.Curve[3].Step != 30 || len(r.DiscardRates) != 30 || len(r.Losses) != 30 || r.Wall <= 0 || len(r.Targets) != 2 {
+			t.Fatalf("%s: curve %+v, %d rates, %d losses, targets %+v", r.Mode, r.Curve, len(r.DiscardRates), len(r.Losses), r.Targets)
+		}
+	}
+	if progress.Load() != 30 {
+		t.Fatalf("last progress step %d", progress.Load())
+	}
+	// The oracle, in process: 0.05 in calm phases and 0.5 in congested
+	// ones of a short phases load.
+	o = Options{Workers: 2, Steps: 40, EvalEvery: 20, Train: tr, Test: te, Rails: specs, Modes: []Mode{LossTolerant},
+		Congestion: Congestion{Phases: true, Calm: 150 * time.Millisecond, Congested: 150 * time.Millisecond}, PhaseRates: PhaseRates{Calm: 0.05, Congested: 0.5}}
+	res, err = Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd := res[0].PhaseDiscard
+	if pd == nil || pd.CalmSteps == 0 || pd.CongestedSteps == 0 || pd.Calm > 0.1 || pd.Congested < 0.4 || pd.Congested > 0.6 {
+		t.Fatalf("oracle in process: phase discard %+v", pd)
 	}
 }

@@ -30,6 +30,7 @@ import (
 type trainFlags struct {
 	workers, steps, batch, evalEvery, packetFloats, syncEvery int
 	mode, rails, congestion, load, hidden, partition, model   string
+	allreduce                                                 string
 	busy, idle, calm, congested                               time.Duration
 	lr, target, discardRate                                   float64
 	discardOpt, out, seed, phaseRates, metrics                string
@@ -43,9 +44,14 @@ func newTrain(g *globals) *cobra.Command {
 		Use:   "train",
 		Short: "Data-parallel MNIST training over emulated rails, reliable and loss-tolerant",
 		Long: `train runs N workers in this process, each with a shard of MNIST and a copy of
-a small MLP, connected in a ring by multirail connections over emulated rails
-(every link has its own rails, --rails). Every step each worker computes the
-gradient of its minibatch and the ring allreduce averages the gradients.
+a small MLP, each with a communicator of its own, joined by multirail
+connections over emulated rails (every pair of workers has its own rails,
+--rails). Every step each worker computes the gradient of its minibatch and an
+allreduce averages the gradients: the communicator's, as with --per-process
+(exact in reliable mode, the unbiased transpose allreduce in losstolerant
+mode); --allreduce ring joins the workers in a ring of stage connections
+instead, whose loss-tolerant allreduce is biased where the workers'
+gradients differ (kept for comparison).
 
 --mode reliable sends every packet; --mode losstolerant sends each allreduce
 as a stage whose discard rate a controller sets from the receiver's feedback:
@@ -83,7 +89,8 @@ accuracy.png (test accuracy against training time, per mode), discard.png
 	fl.StringVar(&f.model, "model", "mlp", "the network: mlp (784-hidden-10, --hidden) or cnn (two 3x3 convolutions of 8 and 16 channels, each with 2x2 max pooling, then a dense layer)")
 	fl.StringVar(&f.hidden, "hidden", "128", "hidden layer widths of the mlp, comma-separated")
 	fl.StringVar(&f.partition, "partition", "iid", "how the training set is split across the workers: iid, shards:K (sorted by label, K shards each) or dirichlet:ALPHA (each class split in Dirichlet(ALPHA) proportions)")
-	fl.StringVar(&f.rails, "rails", train.DefaultRails, "emulated rails of every ring link (emu:RATE[/DELAY],...)")
+	fl.StringVar(&f.rails, "rails", train.DefaultRails, "emulated rails between every pair of workers (of every ring link with --allreduce ring) (emu:RATE[/DELAY],...)")
+	fl.StringVar(&f.allreduce, "allreduce", train.AllreduceTranspose, "in process: transpose (every worker a communicator of its own, as --per-process; unbiased) or ring (a ring of stage connections; biased on non-IID data, for comparison)")
 	fl.StringVar(&f.congestion, "congestion", "bursty", "background load: bursty, phases (calm phases of --calm without load alternate with bursty phases of --congested: congestion that comes and goes) or off")
 	fl.DurationVar(&f.calm, "calm", 3*time.Second, "length of a calm phase of --congestion phases")
 	fl.DurationVar(&f.congested, "congested", 3*time.Second, "length of a congested phase of --congestion phases")
@@ -102,7 +109,7 @@ accuracy.png (test accuracy against training time, per mode), discard.png
 	fl.StringVar(&f.out, "out", "", "directory to write PNG plots and results.json to")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object on stdout")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr")
-	fl.StringVar(&f.phaseRates, "phase-rates", "", "experiment, with --per-process under multirail run --emu-load phases:...: pin the discard rate to CALM during calm phases and CONGESTED during congested ones (CALM:CONGESTED, each in (0, 1)), an oracle that knows the schedule")
+	fl.StringVar(&f.phaseRates, "phase-rates", "", "experiment, with --congestion phases (or --per-process under multirail run --emu-load phases:...): pin the discard rate to CALM during calm phases and CONGESTED during congested ones (CALM:CONGESTED, each in (0, 1)), an oracle that knows the schedule")
 	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics of the training connections at http://ADDR/metrics (with --per-process every rank serves its own, the port offset by its local rank; "+MetricsAddrEnv+" does the same without the flag)")
 	fl.BoolVar(&f.perProcess, "per-process", false, "run this process as one worker of a job started by a launcher (multirail run, mpirun, srun, torchrun; see comm.Init): the job's ranks are the workers, its rails the network (--rails and the congestion flags do not apply: use the launcher's, e.g. multirail run --emu); rank 0 prints the results")
 	return cmd
@@ -166,8 +173,8 @@ func (f *trainFlags) options() (train.Options, error) {
 		if !ok || err1 != nil || err2 != nil || !(calm > 0 && calm < 1 && cong > 0 && cong < 1) {
 			return o, usagef("--phase-rates %q: want CALM:CONGESTED, each in (0, 1)", f.phaseRates)
 		}
-		if !f.perProcess {
-			return o, usagef("--phase-rates %q: needs --per-process (the oracle follows the launcher's --emu-load phases schedule)", f.phaseRates)
+		if !f.perProcess && (f.allreduce == train.AllreduceRing || f.congestion != "phases") {
+			return o, usagef("--phase-rates %q: needs --congestion phases in process (not with --allreduce ring), or --per-process under a launcher's --emu-load phases:...", f.phaseRates)
 		}
 		if f.discardRate > 0 {
 			return o, usagef("--phase-rates %q with --discard-rate %v: allowed one of them", f.phaseRates, f.discardRate)
@@ -178,6 +185,10 @@ func (f *trainFlags) options() (train.Options, error) {
 		return o, usagef("--model %q: allowed mlp or cnn", f.model)
 	}
 	o.Model = f.model
+	if f.allreduce != train.AllreduceTranspose && f.allreduce != train.AllreduceRing {
+		return o, usagef("--allreduce %q: allowed transpose or ring", f.allreduce)
+	}
+	o.Allreduce = f.allreduce
 	p, err := train.ParsePartition(f.partition)
 	if err != nil {
 		return o, usagef("--partition %q: allowed iid, shards:K (K 1..100) or dirichlet:ALPHA (0.001..1000)", f.partition)
@@ -312,6 +323,7 @@ func runTrain(ctx context.Context, g *globals, f *trainFlags, o train.Options) e
 		defer stopMetrics()
 		if f.metrics != "" {
 			o.Observe = conns.add
+			o.ObserveComm = conns.addComm
 		}
 		pr := newTrainProgress(g.stderr, f.quiet, o)
 		o.Progress = pr.update
