@@ -1,14 +1,17 @@
 // Package train is multirail's data-parallel training example: it loads
 // MNIST and trains a small multilayer perceptron (MLP) on it by minibatch
 // SGD on several workers, whose per-step gradients (flat float32 vectors)
-// are averaged by a ring allreduce over multirail connections, reliable or
+// are averaged by an allreduce over multirail connections, reliable or
 // loss-tolerant (package comm).
 //
-// The numerical core (Dataset, MLP) is pure computation: it starts no
-// goroutines, reads no clock, prints nothing and draws randomness only from
-// the *rand.Rand it is given. Run is the shell around it: it builds the ring
-// of connections over emulated rails with background load, runs one
-// goroutine per worker, times the steps and evaluates checkpoints
+// The numerical core (Dataset, MLP, CNN) and the suite's scoring
+// (Analyze, Calibrate) are pure computation: they start no goroutines,
+// read no clock, print nothing and draw randomness only from the
+// *rand.Rand they are given. Run is the shell around it: it starts a
+// communicator per worker over emulated rails with background load
+// (comm.NewLocal; Options.Allreduce "ring" builds a ring of stage
+// connections instead), runs one goroutine per worker (RunRank, the same
+// as one process per worker), times the steps and evaluates checkpoints
 // afterwards; it logs through Options.Logger and prints nothing.
 //
 // # Run
@@ -19,6 +22,15 @@
 // rate, the accuracy curve and per-step discard rates. The losstolerant
 // mode's stages, controller and replica sync are described in
 // docs/discard.md.
+//
+// # Suite
+//
+// multirail train suite runs every discard setting (FixedSetting names,
+// the controllers) on every scenario and seed; Analyze scores the runs
+// (SuiteRun) against the best fixed rate chosen by cross-fitting and
+// reports each setting's worst case over the scenarios with a bootstrap
+// interval, and Calibrate fits how the steps to a target grow with the
+// rate.
 //
 // # Data
 //
