@@ -130,6 +130,7 @@ func runRankMode(ctx context.Context, c *comm.Comm, o Options, mode Mode) (Resul
 		record: rank == 0 || mode == LossTolerant}
 	if load := c.EmuLoad(); load.Kind == emu.PatternPhases {
 		w.calm, w.load = make([]bool, o.Steps), load
+		w.durs = make([]float64, o.Steps)
 	}
 	if err := w.run(ctx); err != nil {
 		return Result{}, err
@@ -158,7 +159,7 @@ func runRankMode(ctx context.Context, c *comm.Comm, o Options, mode Mode) (Resul
 	}
 	if w.calm != nil {
 		// By this rank's clock (rank 0's in what it reports).
-		res.PhaseDiscard = phaseDiscard(w.calm, func(s int) (float64, float64) { return counts[2*s], counts[2*s+1] })
+		res.PhaseDiscard = phaseDiscard(w.calm, w.durs, func(s int) (float64, float64) { return counts[2*s], counts[2*s+1] })
 	}
 	// How far the replicas drifted: each rank's largest difference from
 	// rank 0's parameters, the largest over the ranks.

@@ -266,12 +266,17 @@ type PhaseDiscard struct {
 	Congested      float64 `json:"congested"`
 	CalmSteps      int     `json:"calm_steps"`
 	CongestedSteps int     `json:"congested_steps"`
+	// CalmStep and CongestedStep are the mean times of rank 0's steps in
+	// each phase, seconds (0 where none; when they were not timed).
+	CalmStep      float64 `json:"calm_step_s"`
+	CongestedStep float64 `json:"congested_step_s"`
 }
 
-// phaseDiscard sums count(s) = (dropped, sent) of every step s by calm[s].
-func phaseDiscard(calm []bool, count func(s int) (float64, float64)) *PhaseDiscard {
+// phaseDiscard sums count(s) = (dropped, sent) of every step s by calm[s],
+// and averages durs[s] (the steps' times, seconds; nil: not timed).
+func phaseDiscard(calm []bool, durs []float64, count func(s int) (float64, float64)) *PhaseDiscard {
 	var pd PhaseDiscard
-	var d, t [2]float64
+	var d, t, dur [2]float64
 	for s, c := range calm {
 		i := 1
 		if c {
@@ -282,6 +287,15 @@ func phaseDiscard(calm []bool, count func(s int) (float64, float64)) *PhaseDisca
 		}
 		sd, st := count(s)
 		d[i], t[i] = d[i]+sd, t[i]+st
+		if durs != nil {
+			dur[i] += durs[s]
+		}
+	}
+	if pd.CalmSteps > 0 {
+		pd.CalmStep = dur[0] / float64(pd.CalmSteps)
+	}
+	if pd.CongestedSteps > 0 {
+		pd.CongestedStep = dur[1] / float64(pd.CongestedSteps)
 	}
 	if t[0] > 0 {
 		pd.Calm = d[0] / t[0]
@@ -813,7 +827,7 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 		res.MeanDiscardRate = float64(d) / float64(t)
 	}
 	if calm != nil {
-		res.PhaseDiscard = phaseDiscard(calm, func(s int) (float64, float64) {
+		res.PhaseDiscard = phaseDiscard(calm, nil, func(s int) (float64, float64) {
 			var sd, st uint64
 			for i := range N {
 				sd, st = sd+dropped[s][i], st+total[s][i]
@@ -988,8 +1002,10 @@ type worker struct {
 	record bool
 	snaps  []snapshot
 	// calm, when set, gets whether each step's exchange began in a calm
-	// phase of load (a phases load whose schedule starts at start).
+	// phase of load (a phases load whose schedule starts at start), and
+	// durs (when set) each step's time, seconds.
 	calm []bool
+	durs []float64
 	load emu.Pattern
 }
 
@@ -1060,6 +1076,9 @@ func (w *worker) run(ctx context.Context) error {
 			if w.total[step][w.rank] > 0 {
 				rate = float64(w.dropped[step][w.rank]) / float64(w.total[step][w.rank])
 			}
+		}
+		if w.durs != nil {
+			w.durs[step] = time.Since(began).Seconds()
 		}
 		if (step+1)%o.EvalEvery == 0 || step+1 == o.Steps {
 			w.checkpoint(step + 1)

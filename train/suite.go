@@ -88,6 +88,10 @@ type SuiteCell struct {
 	MeanDiscard      float64 `json:"mean_discard"`
 	CalmDiscard      float64 `json:"calm_discard"`
 	CongestedDiscard float64 `json:"congested_discard"`
+	// CalmStep and CongestedStep are the mean step times in each phase,
+	// seconds (phases loads only, -1 otherwise).
+	CalmStep      float64 `json:"calm_step_s"`
+	CongestedStep float64 `json:"congested_step_s"`
 }
 
 // SuiteSummary is one setting's worst case over the scenarios for one
@@ -315,9 +319,9 @@ func bestFixed(times map[string][]float64, fixed []string, skip int) string {
 }
 
 func cellOf(sc, st string, tg float64, seeds []uint64, runs map[uint64]SuiteRun, ratios []float64, best []string) SuiteCell {
-	c := SuiteCell{Scenario: sc, Setting: st, Target: tg, SeedRatios: ratios, Best: best, CalmDiscard: -1, CongestedDiscard: -1}
+	c := SuiteCell{Scenario: sc, Setting: st, Target: tg, SeedRatios: ratios, Best: best, CalmDiscard: -1, CongestedDiscard: -1, CalmStep: -1, CongestedStep: -1}
 	var steps, reached float64
-	var calm, cong float64
+	var calm, cong, calmStep, congStep float64
 	phased := 0
 	for _, seed := range seeds {
 		r := runs[seed]
@@ -340,6 +344,8 @@ func cellOf(sc, st string, tg float64, seeds []uint64, runs map[uint64]SuiteRun,
 		if pd := r.Result.PhaseDiscard; pd != nil {
 			calm += pd.Calm
 			cong += pd.Congested
+			calmStep += pd.CalmStep
+			congStep += pd.CongestedStep
 			phased++
 		}
 	}
@@ -348,6 +354,7 @@ func cellOf(sc, st string, tg float64, seeds []uint64, runs map[uint64]SuiteRun,
 	}
 	if phased > 0 {
 		c.CalmDiscard, c.CongestedDiscard = calm/float64(phased), cong/float64(phased)
+		c.CalmStep, c.CongestedStep = calmStep/float64(phased), congStep/float64(phased)
 	}
 	all := make([]int, len(ratios))
 	for i := range all {

@@ -436,7 +436,7 @@ func addOracleCells(an *train.SuiteReport, runs []train.SuiteRun) {
 			if len(oracle) != len(an.Seeds) {
 				continue
 			}
-			c := train.SuiteCell{Scenario: sc, Setting: settingOracle, Target: tg, Best: ref.Best, CalmDiscard: -1, CongestedDiscard: -1}
+			c := train.SuiteCell{Scenario: sc, Setting: settingOracle, Target: tg, Best: ref.Best, CalmDiscard: -1, CongestedDiscard: -1, CalmStep: -1, CongestedStep: -1}
 			logSum := 0.0
 			for i, seed := range an.Seeds {
 				r := times[settingOracle][seed] / times[ref.Best[i]][seed]
@@ -455,10 +455,13 @@ func addOracleCells(an *train.SuiteReport, runs []train.SuiteRun) {
 				c.MeanDiscard += r.Result.MeanDiscardRate / float64(len(oracle))
 				if pd := r.Result.PhaseDiscard; pd != nil {
 					if c.CalmDiscard < 0 {
-						c.CalmDiscard, c.CongestedDiscard = 0, 0
+						c.CalmDiscard, c.CongestedDiscard, c.CalmStep, c.CongestedStep = 0, 0, 0, 0
 					}
-					c.CalmDiscard += pd.Calm / float64(len(oracle))
-					c.CongestedDiscard += pd.Congested / float64(len(oracle))
+					n := float64(len(oracle))
+					c.CalmDiscard += pd.Calm / n
+					c.CongestedDiscard += pd.Congested / n
+					c.CalmStep += pd.CalmStep / n
+					c.CongestedStep += pd.CongestedStep / n
 				}
 			}
 			an.Cells = append(an.Cells, c)
@@ -571,7 +574,7 @@ func printSuite(w io.Writer, rep suiteReport) {
 		}
 		tw.Flush()
 	}
-	fmt.Fprintln(w, "\ndiscard, calm / congested phases (phased scenarios), else mean; final accuracy")
+	fmt.Fprintln(w, "\ndiscard and mean step, calm / congested phases (phased scenarios), else mean; final accuracy")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "scenario\t"+strings.Join(an.Settings, "\t")+"\t")
 	tg := an.Targets[len(an.Targets)-1]
@@ -583,9 +586,9 @@ func printSuite(w io.Writer, rep suiteReport) {
 			case !ok:
 				line += "-\t"
 			case c.CalmDiscard >= 0:
-				line += fmt.Sprintf("%.1f/%.1f %% %.2f %%\t", 100*c.CalmDiscard, 100*c.CongestedDiscard, 100*c.FinalAccuracy)
+				line += fmt.Sprintf("%.1f/%.1f %%, %.0f/%.0f ms, %.2f %%\t", 100*c.CalmDiscard, 100*c.CongestedDiscard, 1000*c.CalmStep, 1000*c.CongestedStep, 100*c.FinalAccuracy)
 			default:
-				line += fmt.Sprintf("%.1f %% %.2f %%\t", 100*c.MeanDiscard, 100*c.FinalAccuracy)
+				line += fmt.Sprintf("%.1f %%, %.0f ms, %.2f %%\t", 100*c.MeanDiscard, 1000*c.MeanStep, 100*c.FinalAccuracy)
 			}
 		}
 		fmt.Fprintln(tw, line)
