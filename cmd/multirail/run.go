@@ -519,8 +519,9 @@ func runJob(ctx context.Context, g *globals, p runPlan) error {
 			<-rk.outDone
 		}
 	}
-	// Every rank has exited: stop the rendezvous if it still waits.
-	srv.Close()
+	// Every rank has exited: stop the rendezvous if it still waits,
+	// after reading what the ranks sent before they exited.
+	srv.Drain(2 * time.Second)
 	if err := <-srvDone; err != nil {
 		var ie *rdzv.IncompleteError
 		if !errors.As(err, &ie) || ie.Connections > 0 {

@@ -741,3 +741,30 @@ func TestRdzvParseURL(t *testing.T) {
 		}
 	}
 }
+
+// TestRdzvDrainCountsLastAcks: a launcher whose ranks have all exited
+// drains the server: the acknowledgements they wrote just before exiting
+// are read, and Serve reports the rendezvous complete. (Closing at once
+// instead lost some of them: "rank(s) 2 of 4 did not confirm the table".)
+func TestRdzvDrainCountsLastAcks(t *testing.T) {
+	const n = 6
+	for i := range 25 {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		ts := startServer(t, ctx, ServerConfig{Size: n, JobID: "job-d", Token: "secret"})
+		results := runRanks(ctx, ts.url, "secret", "job-d", n, allRanks(n), nil, nil)
+		for range n {
+			if res := <-results; res.err != nil {
+				t.Fatalf("round %d: rank %d: %v", i, res.rank, res.err)
+			}
+		}
+		// Every rank has returned (its acknowledgement written, its
+		// connection closed): as a launcher does when its ranks exited.
+		if err := ts.Drain(5 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := ts.serveResult(t); err != nil {
+			t.Fatalf("round %d: Serve after Drain: %v", i, err)
+		}
+		cancel()
+	}
+}

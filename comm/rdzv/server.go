@@ -89,6 +89,7 @@ type Server struct {
 	gen         chan struct{} // closed and replaced when registrations change
 	changed     bool
 	conns       map[*sconn]struct{}
+	connGone    chan struct{} // closed and replaced when a connection ends
 	connections int
 	refusals    []string
 }
@@ -182,6 +183,7 @@ func NewServer(ln net.Listener, cfg ServerConfig) (*Server, error) {
 		acked:    make([]bool, cfg.Size),
 		seen:     make([]bool, cfg.Size),
 		jobID:    cfg.JobID,
+		connGone: make(chan struct{}),
 		gen:      make(chan struct{}),
 		conns:    make(map[*sconn]struct{}),
 	}, nil
@@ -270,6 +272,34 @@ func (s *Server) Close() error {
 		return s.ln.Close()
 	}
 	return nil
+}
+
+// Drain is Close for a launcher whose ranks have all exited: first it lets
+// the connections it has read what their ranks sent before exiting (a
+// confirmation written just before the process ended is still in the
+// socket), until every connection has ended or d has passed, then it
+// closes. A rank that exits right after confirming the table is thus
+// counted as having confirmed it.
+func (s *Server) Drain(d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		n, gone := len(s.conns), s.connGone
+		s.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		select {
+		case <-gone:
+			continue
+		case <-s.allDone:
+		case <-s.quit:
+		case <-t.C:
+		}
+		break
+	}
+	return s.Close()
 }
 
 // Serve runs the rendezvous until every rank has confirmed the table
@@ -441,6 +471,8 @@ func (s *Server) handle(sc *sconn) {
 		sc.c.Close()
 		s.mu.Lock()
 		delete(s.conns, sc)
+		close(s.connGone)
+		s.connGone = make(chan struct{})
 		s.mu.Unlock()
 	}()
 	// The handshake holds a slot; kickOut ends it early.
