@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/multirail/multirail"
@@ -559,7 +560,10 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 // same training as one process per worker. It returns rank 0's results.
 func runLocal(ctx context.Context, o Options) ([]Result, error) {
 	load := o.Congestion.pattern(o.Seed)
-	cfg := comm.Config{Emu: emu.FormatSpecs(o.Rails), Logger: o.Logger}
+	// Once training is over the communicators close one after the
+	// other, and each would warn that its peers' connections ended.
+	var closing atomic.Bool
+	cfg := comm.Config{Emu: emu.FormatSpecs(o.Rails), Logger: slog.New(untilClosing{o.Logger.Handler(), &closing})}
 	if load.Kind != emu.PatternOff {
 		cfg.EmuLoad = load.String()
 	}
@@ -571,6 +575,7 @@ func runLocal(ctx context.Context, o Options) ([]Result, error) {
 		return nil, fmt.Errorf("train: joining %d workers: %w", o.Workers, err)
 	}
 	defer func() {
+		closing.Store(true)
 		for _, c := range comms {
 			_ = c.Close()
 		}
@@ -606,6 +611,25 @@ func runLocal(ctx context.Context, o Options) ([]Result, error) {
 		return results[0], err
 	}
 	return results[0], nil
+}
+
+// untilClosing passes records on until closing is set: what the
+// communicators say as Run closes them is about their closing.
+type untilClosing struct {
+	slog.Handler
+	closing *atomic.Bool
+}
+
+func (h untilClosing) Enabled(ctx context.Context, l slog.Level) bool {
+	return !h.closing.Load() && h.Handler.Enabled(ctx, l)
+}
+
+func (h untilClosing) WithAttrs(a []slog.Attr) slog.Handler {
+	return untilClosing{h.Handler.WithAttrs(a), h.closing}
+}
+
+func (h untilClosing) WithGroup(name string) slog.Handler {
+	return untilClosing{h.Handler.WithGroup(name), h.closing}
 }
 
 // railTimeout is the RailTimeout of the training ring's connections.

@@ -1,8 +1,10 @@
 package train
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -149,8 +151,10 @@ func TestRunInProcessTranspose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var logs lockedBuffer
 	o := Options{Workers: 3, Steps: 30, EvalEvery: 10, Train: tr, Test: te, Rails: specs,
-		Discard: discard.Config{Initial: 0.3, Max: 0.4}, Congestion: Congestion{Off: true}}
+		Discard: discard.Config{Initial: 0.3, Max: 0.4}, Congestion: Congestion{Off: true},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 	var progress atomic.Int64
 	o.Progress = func(p Progress) { progress.Store(int64(p.Step)) }
 	var observed, done atomic.Int64
@@ -167,6 +171,10 @@ func TestRunInProcessTranspose(t *testing.T) {
 	}
 	if observed.Load() != 1 || done.Load() != 1 {
 		t.Fatalf("ObserveComm called %d times, done %d", observed.Load(), done.Load())
+	}
+	// Closing the communicators is not news.
+	if strings.Contains(logs.String(), "ended") {
+		t.Fatalf("warnings as the run closed:\n%s", logs.String())
 	}
 	rel, lt := res[0], res[1]
 	if rel.MeanDiscardRate != 0 || rel.ReplicaSpread != 0 {
@@ -195,4 +203,22 @@ func TestRunInProcessTranspose(t *testing.T) {
 	if pd == nil || pd.CalmSteps == 0 || pd.CongestedSteps == 0 || pd.Calm > 0.1 || pd.Congested < 0.4 || pd.Congested > 0.6 || pd.CalmStep <= 0 || pd.CongestedStep <= 0 {
 		t.Fatalf("oracle in process: phase discard %+v", pd)
 	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
