@@ -200,7 +200,9 @@ func TestRunInProcessTranspose(t *testing.T) {
 		t.Fatal(err)
 	}
 	pd := res[0].PhaseDiscard
-	if pd == nil || pd.CalmSteps == 0 || pd.CongestedSteps == 0 || pd.Calm > 0.1 || pd.Congested < 0.4 || pd.Congested > 0.6 || pd.CalmStep <= 0 || pd.CongestedStep <= 0 {
+	// A step across a phase boundary mixes the two rates (each rank
+	// pins by its own clock): the bounds leave room for that.
+	if pd == nil || pd.CalmSteps == 0 || pd.CongestedSteps == 0 || pd.Calm > 0.2 || pd.Congested < 0.35 || pd.Congested > 0.6 || pd.CalmStep <= 0 || pd.CongestedStep <= 0 {
 		t.Fatalf("oracle in process: phase discard %+v", pd)
 	}
 }

@@ -49,7 +49,19 @@ const (
 	settingDefault = "default" // the default controller
 	settingPatent  = "patent"  // the JP7684261B2 preset
 	settingOracle  = "oracle"  // phases only: rates pinned by phase
+	// settingReliable is the reliable mode: the communicator's exact
+	// allreduce, not the loss-tolerant one. It is what a user runs
+	// without loss tolerance, but a different algorithm: it is reported,
+	// not counted among the fixed rates.
+	settingReliable = "reliable"
 )
+
+// noDiscard is the rate fixed:0 pins: the loss-tolerant (transpose)
+// allreduce with nothing discarded, as near as the rate's stochastic
+// rounding allows (discard.Select drops a packet of a part of n with
+// probability n times the rate: below 1e-6 here). The train command's
+// --discard-rate 0 means the controller's rate.
+const noDiscard = "1e-9"
 
 type suiteFlags struct {
 	scenarios, seeds, rates, settings, oracle, targets string
@@ -73,10 +85,12 @@ func newTrainSuite(g *globals) *cobra.Command {
 seed, each a job of --workers processes under multirail run --emu (the
 training of train --per-process, losstolerant mode, or reliable for rate 0):
 
-settings: each fixed rate of --rates (fixed:R; fixed:0 is the reliable
-mode), the default controller (default), the JP7684261B2 preset (patent)
-and, on phased scenarios, an oracle that pins --oracle CALM:CONGESTED by
-phase. Scenarios (background load on every emulated rail, its schedule
+settings: each fixed rate of --rates (fixed:R, the loss-tolerant
+allreduce at rate R; fixed:0 discards nothing), the default controller
+(default), the JP7684261B2 preset (patent), on phased scenarios an oracle
+that pins --oracle CALM:CONGESTED by phase, and the reliable mode
+(reliable: the communicator's exact allreduce, another algorithm, shown
+beside the others). Scenarios (background load on every emulated rail, its schedule
 drawn from the seed):
 ` + about.String() + `
 Per scenario and target it reports each setting's time to the target,
@@ -104,8 +118,8 @@ stderr, one line per run; a table (or --json) to stdout.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.scenarios, "scenarios", strings.Join(names, ","), "scenarios to run, comma-separated")
 	fl.StringVar(&f.seeds, "seeds", "1-5", "seeds, A-B or comma-separated (keep tuning seeds apart from the ones you report)")
-	fl.StringVar(&f.rates, "rates", "0,0.2,0.4,0.6", "fixed discard rates, comma-separated, each in [0, 1) (0: the reliable mode)")
-	fl.StringVar(&f.settings, "settings", "default,patent,oracle", "other settings, comma-separated: default, patent, oracle (phased scenarios only); empty for fixed rates only")
+	fl.StringVar(&f.rates, "rates", "0,0.2,0.4,0.6", "fixed discard rates of the loss-tolerant allreduce, comma-separated, each in [0, 1)")
+	fl.StringVar(&f.settings, "settings", "default,patent,oracle,reliable", "other settings, comma-separated: default, patent, oracle (phased scenarios only), reliable (the exact allreduce); empty for fixed rates only")
 	fl.StringVar(&f.oracle, "oracle", "0.05:0.6", "the oracle's rates in calm and congested phases, CALM:CONGESTED, each in (0, 1)")
 	fl.StringVar(&f.targets, "targets", "0.88,0.9", "test accuracies to time, comma-separated, each in (0, 1); the last is the one the summary leads with")
 	fl.IntVar(&f.workers, "workers", 4, "processes (workers) per run, 2..16")
@@ -186,8 +200,8 @@ func (f *suiteFlags) plan() (suitePlan, error) {
 	if !f.calibrate && strings.TrimSpace(f.settings) != "" {
 		for _, s := range strings.Split(f.settings, ",") {
 			s = strings.TrimSpace(s)
-			if s != settingDefault && s != settingPatent && s != settingOracle {
-				return p, usagef("--settings %q: unknown %q; allowed default, patent, oracle", f.settings, s)
+			if s != settingDefault && s != settingPatent && s != settingOracle && s != settingReliable {
+				return p, usagef("--settings %q: unknown %q; allowed default, patent, oracle, reliable", f.settings, s)
 			}
 			if !slices.Contains(p.settings, s) {
 				p.settings = append(p.settings, s)
@@ -356,7 +370,7 @@ func runTrainSuite(ctx context.Context, g *globals, f *suiteFlags) error {
 		// every scenario has.
 		var common []train.SuiteRun
 		for _, r := range todo {
-			if r.Setting != settingOracle {
+			if r.Setting != settingOracle && r.Setting != settingReliable {
 				common = append(common, r)
 			}
 		}
@@ -364,9 +378,12 @@ func runTrainSuite(ctx context.Context, g *globals, f *suiteFlags) error {
 		if err != nil {
 			return err
 		}
-		// The oracle's cells, against the same cross-fitted bests.
-		if slices.Contains(p.settings, settingOracle) {
-			addOracleCells(&an, todo)
+		// The oracle's and the reliable mode's cells, against the same
+		// cross-fitted bests.
+		for _, st := range []string{settingOracle, settingReliable} {
+			if slices.Contains(p.settings, st) {
+				addCells(&an, todo, st)
+			}
 		}
 		rep.Analysis = &an
 	}
@@ -393,9 +410,10 @@ func runTrainSuite(ctx context.Context, g *globals, f *suiteFlags) error {
 	return nil
 }
 
-// addOracleCells scores the oracle's runs against the fixed setting each
-// seed's cell of the default (or any other) setting was scored against.
-func addOracleCells(an *train.SuiteReport, runs []train.SuiteRun) {
+// addCells scores setting's runs (the oracle, the reliable mode: settings
+// outside the analysis) against the fixed setting each seed's cell of the
+// analysed settings was scored against.
+func addCells(an *train.SuiteReport, runs []train.SuiteRun, setting string) {
 	for _, tg := range an.Targets {
 		for _, sc := range an.Scenarios {
 			var ref train.SuiteCell
@@ -410,7 +428,7 @@ func addOracleCells(an *train.SuiteReport, runs []train.SuiteRun) {
 				continue
 			}
 			times := map[string]map[uint64]float64{}
-			var oracle []train.SuiteRun
+			var mine []train.SuiteRun
 			missed := map[uint64]bool{}
 			for _, r := range runs {
 				if r.Scenario != sc {
@@ -422,42 +440,42 @@ func addOracleCells(an *train.SuiteReport, runs []train.SuiteRun) {
 						t, miss = *x.Time, false
 					}
 				}
-				if r.Setting == settingOracle {
+				if r.Setting == setting {
 					missed[r.Seed] = miss
 				}
 				if times[r.Setting] == nil {
 					times[r.Setting] = map[uint64]float64{}
 				}
 				times[r.Setting][r.Seed] = t
-				if r.Setting == settingOracle {
-					oracle = append(oracle, r)
+				if r.Setting == setting {
+					mine = append(mine, r)
 				}
 			}
-			if len(oracle) != len(an.Seeds) {
+			if len(mine) != len(an.Seeds) {
 				continue
 			}
-			c := train.SuiteCell{Scenario: sc, Setting: settingOracle, Target: tg, Best: ref.Best, CalmDiscard: -1, CongestedDiscard: -1, CalmStep: -1, CongestedStep: -1}
+			c := train.SuiteCell{Scenario: sc, Setting: setting, Target: tg, Best: ref.Best, CalmDiscard: -1, CongestedDiscard: -1, CalmStep: -1, CongestedStep: -1}
 			logSum := 0.0
 			for i, seed := range an.Seeds {
-				r := times[settingOracle][seed] / times[ref.Best[i]][seed]
+				r := times[setting][seed] / times[ref.Best[i]][seed]
 				c.SeedRatios = append(c.SeedRatios, r)
-				c.SeedTimes, c.SeedMissed = append(c.SeedTimes, times[settingOracle][seed]), append(c.SeedMissed, missed[seed])
+				c.SeedTimes, c.SeedMissed = append(c.SeedTimes, times[setting][seed]), append(c.SeedMissed, missed[seed])
 				if missed[seed] {
 					c.Censored++
 				}
 				logSum += math.Log(r)
 			}
 			c.Ratio = math.Exp(logSum / float64(len(an.Seeds)))
-			for _, r := range oracle {
-				c.MeanTime += times[settingOracle][r.Seed] / float64(len(oracle))
-				c.FinalAccuracy += r.Result.FinalAccuracy / float64(len(oracle))
-				c.MeanStep += r.Result.MeanStep / float64(len(oracle))
-				c.MeanDiscard += r.Result.MeanDiscardRate / float64(len(oracle))
+			for _, r := range mine {
+				c.MeanTime += times[setting][r.Seed] / float64(len(mine))
+				c.FinalAccuracy += r.Result.FinalAccuracy / float64(len(mine))
+				c.MeanStep += r.Result.MeanStep / float64(len(mine))
+				c.MeanDiscard += r.Result.MeanDiscardRate / float64(len(mine))
 				if pd := r.Result.PhaseDiscard; pd != nil {
 					if c.CalmDiscard < 0 {
 						c.CalmDiscard, c.CongestedDiscard, c.CalmStep, c.CongestedStep = 0, 0, 0, 0
 					}
-					n := float64(len(oracle))
+					n := float64(len(mine))
 					c.CalmDiscard += pd.Calm / n
 					c.CongestedDiscard += pd.Congested / n
 					c.CalmStep += pd.CalmStep / n
@@ -467,7 +485,7 @@ func addOracleCells(an *train.SuiteReport, runs []train.SuiteRun) {
 			an.Cells = append(an.Cells, c)
 		}
 	}
-	an.Settings = append(an.Settings, settingOracle)
+	an.Settings = append(an.Settings, setting)
 }
 
 // suiteRunOne runs one setting on one scenario and seed: a job of
@@ -490,13 +508,15 @@ func suiteRunOne(ctx context.Context, exe string, f *suiteFlags, p suitePlan, r 
 		args = append(args, "--discard-opt", "rule=patent")
 	case r.Setting == settingOracle:
 		args = append(args, "--phase-rates", p.oracle)
+	case r.Setting == settingReliable:
+		mode = string(train.Reliable)
 	default:
 		rate, _ := train.ParseFixedSetting(r.Setting)
+		v := strconv.FormatFloat(rate, 'f', -1, 64)
 		if rate == 0 {
-			mode = string(train.Reliable)
-		} else {
-			args = append(args, "--discard-rate", strconv.FormatFloat(rate, 'f', -1, 64))
+			v = noDiscard
 		}
+		args = append(args, "--discard-rate", v)
 	}
 	args = append(args, "--mode", mode)
 	cmd := exec.CommandContext(ctx, exe, args...)
