@@ -194,6 +194,20 @@ func plotEfficiency(path string, names []string, eff []float64) error {
 	bars.Color = railColors[0]
 	bars.LineStyle.Width = 0
 	pl.Add(plotter.NewGrid(), bars)
+	if err := addLabelsAbove(pl, labels); err != nil {
+		return err
+	}
+	pl.NominalX(names...)
+	pl.Y.Tick.Marker = plainTicks{}
+	pl.Y.Min, pl.Y.Max = 0, 110
+	w := max(4*vg.Inch, vg.Length(len(names))*1.1*vg.Inch)
+	img := vgimg.NewWith(vgimg.UseWH(w, 3.5*vg.Inch), vgimg.UseDPI(96))
+	pl.Draw(draw.New(img))
+	return writePNG(path, img)
+}
+
+// addLabelsAbove adds labels to pl, each centred just above its point.
+func addLabelsAbove(pl *plot.Plot, labels plotter.XYLabels) error {
 	lab, err := plotter.NewLabels(labels)
 	if err != nil {
 		return err
@@ -204,13 +218,7 @@ func plotEfficiency(path string, names []string, eff []float64) error {
 	}
 	lab.Offset = vg.Point{Y: vg.Points(3)}
 	pl.Add(lab)
-	pl.NominalX(names...)
-	pl.Y.Tick.Marker = plainTicks{}
-	pl.Y.Min, pl.Y.Max = 0, 110
-	w := max(4*vg.Inch, vg.Length(len(names))*1.1*vg.Inch)
-	img := vgimg.NewWith(vgimg.UseWH(w, 3.5*vg.Inch), vgimg.UseDPI(96))
-	pl.Draw(draw.New(img))
-	return writePNG(path, img)
+	return nil
 }
 
 // plainTicks are plot.DefaultTicks labelled without trailing zeros.

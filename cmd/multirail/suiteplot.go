@@ -75,16 +75,9 @@ func plotSuite(path string, an train.SuiteReport, target float64) error {
 			pl.Add(sct)
 		}
 		if len(labels.XYs) > 0 {
-			lab, err := plotter.NewLabels(labels)
-			if err != nil {
+			if err := addLabelsAbove(pl, labels); err != nil {
 				return err
 			}
-			for i := range lab.TextStyle {
-				lab.TextStyle[i].XAlign = draw.XCenter
-				lab.TextStyle[i].YAlign = draw.YBottom
-			}
-			lab.Offset = vg.Point{Y: vg.Points(3)}
-			pl.Add(lab)
 		}
 		pl.NominalX(an.Settings...)
 		pl.Y.Min, pl.Y.Max = 0, 1.15*ymax
