@@ -266,6 +266,9 @@ type trainReport struct {
 	Rails      string         `json:"rails"`
 	Congestion string         `json:"congestion"`
 	Discard    discard.Config `json:"discard"`
+	// Allreduce is the loss-tolerant allreduce: transpose (the
+	// communicator's; always with --per-process) or ring.
+	Allreduce string `json:"allreduce"`
 	// DiscardRate is the pinned rate of --discard-rate, absent when the
 	// controller set it.
 	DiscardRate float64 `json:"discard_rate,omitempty"`
@@ -299,7 +302,7 @@ func runTrain(ctx context.Context, g *globals, f *trainFlags, o train.Options) e
 		}
 	}
 	// o.Discard came validated, defaults filled, from discard.ParseOptions.
-	rep := trainReport{Workers: o.Workers, Model: o.Model, Partition: o.Partition.String(), Rails: emu.FormatSpecs(o.Rails), Congestion: cong, Discard: o.Discard, DiscardRate: o.DiscardRate}
+	rep := trainReport{Workers: o.Workers, Model: o.Model, Partition: o.Partition.String(), Rails: emu.FormatSpecs(o.Rails), Congestion: cong, Discard: o.Discard, DiscardRate: o.DiscardRate, Allreduce: o.Allreduce}
 	if !o.PhaseRates.IsZero() {
 		rep.PhaseRates = &o.PhaseRates
 	}
@@ -352,7 +355,7 @@ func runTrain(ctx context.Context, g *globals, f *trainFlags, o train.Options) e
 }
 
 func printTrainTable(w io.Writer, rep trainReport) {
-	fmt.Fprintf(w, "%d workers, model %s, partition %s, rails %s per link, congestion %s\n", rep.Workers, rep.Model, rep.Partition, rep.Rails, rep.Congestion)
+	fmt.Fprintf(w, "%d workers, model %s, partition %s, rails %s per link, congestion %s, %s allreduce\n", rep.Workers, rep.Model, rep.Partition, rep.Rails, rep.Congestion, rep.Allreduce)
 	if rep.StepTime != "" {
 		fmt.Fprintf(w, "emulated accelerator step %s: each worker's computation is padded by sleeping to that length\n", rep.StepTime)
 	}
@@ -511,6 +514,7 @@ func trainPerProcess(ctx context.Context, g *globals, f *trainFlags, o train.Opt
 		err = c.Barrier(ctx)
 	}
 	rep.Workers = c.Size()
+	rep.Allreduce = train.AllreduceTranspose
 	rep.Rails, rep.Congestion = "the job's NICs", "off"
 	if e := os.Getenv(comm.EnvEmu); e != "" {
 		rep.Rails = e

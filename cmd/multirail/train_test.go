@@ -71,7 +71,7 @@ func TestTrainJSON(t *testing.T) {
 	}
 	for i, mode := range []string{"reliable", "losstolerant"} {
 		r := rep.Results[i]
-		for _, k := range []string{"mode", "final_accuracy", "time_to_target_s", "target_accuracy", "steps", "mean_discard_rate"} {
+		for _, k := range []string{"mode", "final_accuracy", "time_to_target_s", "target_accuracy", "targets", "steps", "mean_discard_rate"} {
 			if _, ok := r[k]; !ok {
 				t.Fatalf("%s result without %q: %v", mode, k, r)
 			}
