@@ -287,6 +287,16 @@ func (c *Conn) Close() error {
 	return c.lost
 }
 
+// nominalBps is the sum of the rails' nominal rates (Rail.Bandwidth),
+// 0 when none is known.
+func (c *Conn) nominalBps() float64 {
+	var bps float64
+	for _, r := range c.rails {
+		bps += r.nominal
+	}
+	return bps
+}
+
 // undelivered counts the eager messages left on the rails at shutdown.
 type undelivered struct {
 	unsent, unacked           int

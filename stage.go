@@ -394,6 +394,9 @@ func (s *StageConn) sendPart(ctx context.Context, packets [][]byte, part, parts 
 		m := ctrlStage{number: o.number}
 		s.mu.Lock()
 		if !whole {
+			if bps := s.c.nominalBps(); bps > 0 {
+				s.ctrl.SetWire(packetWire(packets, bps))
+			}
 			m.stage, o.rate = s.ctrl.Begin()
 			m.controlled = true
 		}
@@ -652,6 +655,16 @@ func (s *StageConn) packet(ctx context.Context, data []byte, now time.Time) erro
 	}
 }
 
+// packetWire is the wire time of the part's mean packet, stage header
+// included, at bps bits per second.
+func packetWire(packets [][]byte, bps float64) time.Duration {
+	var n int
+	for _, p := range packets {
+		n += len(p) + wire.StagePacketHeaderSize
+	}
+	return time.Duration(float64(n) / float64(len(packets)) * 8 / bps * 1e9)
+}
+
 // feedback hands the peer's report on one of our stages to the controller,
 // which ignores (and counts) reports for stale or unknown stages.
 func (s *StageConn) feedback(data []byte) error {
@@ -669,6 +682,8 @@ func (s *StageConn) feedback(data []byte) error {
 	}
 	if f.Kind == wire.FeedbackPeriod {
 		_ = s.ctrl.Period(m.stage, time.Duration(f.Period), int(f.Received))
+		s.cfg.Logger.Debug("multirail: stage period", "stage", f.Stage, "period", time.Duration(f.Period),
+			"received", f.Received, "rate", s.ctrl.Rate(), "baseline", s.ctrl.Stats().Baseline, "wire", s.ctrl.Stats().Wire)
 	} else {
 		_ = s.ctrl.Quality(m.stage, f.Quality)
 	}

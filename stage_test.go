@@ -96,6 +96,11 @@ func TestStageRoundTrip(t *testing.T) {
 	if rs := sb.Stats(); rs.StagesReceived != 4 || rs.QualitiesReported != 4 {
 		t.Fatalf("receiver stats %+v", rs)
 	}
+	// The controller knows a packet's wire time at the rails' nominal
+	// rates (400 + 200 Mbit/s).
+	if want := time.Duration(float64(size+wire.StagePacketHeaderSize) * 8 / 600e6 * 1e9); st.Controller.Wire != want {
+		t.Fatalf("sender's wire time %v, want %v", st.Controller.Wire, want)
+	}
 }
 
 // TestStageStaleFeedback: quality for a stage never sent or reported

@@ -377,6 +377,13 @@ func (b *boot) prepare() ([]byte, error) {
 		return nil, err
 	}
 	lcfg := tcfg
+	if len(cfg.emu) > 0 {
+		// Accepted emulated rails: rail k is the peer's k-th spec, the
+		// same as this rank's (every rank runs the same specs).
+		for k, e := range cfg.emu {
+			lcfg.Rails = append(lcfg.Rails, multirail.Rail{Name: fmt.Sprintf("emu%d", k), Bandwidth: e.RateBps})
+		}
+	}
 	if cfg.emu == nil && len(cfg.RailRates) > 0 {
 		// The reverse direction of accepted connections: rail i is the
 		// peer's i-th NIC, taken to end at this host's i-th NIC.

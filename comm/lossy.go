@@ -69,6 +69,7 @@ func (w *world) stageConnLocked(p *peer, key uint32) (*multirail.StageConn, erro
 	if cfg.Logger == nil {
 		cfg.Logger = w.log
 	}
+	cfg.Logger = cfg.Logger.With("peer", p.rank)
 	s, err := multirail.NewStageConn(p.conn, cfg)
 	if err != nil {
 		return nil, err

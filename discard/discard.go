@@ -18,18 +18,20 @@ const (
 	DefaultPending        = 64
 	DefaultWindow         = 100
 	DefaultMargin         = 0.5
+	DefaultRise           = 0.5
+	DefaultRamp           = 0.5
+	DefaultCalmCap        = 2
 	// MaxPending bounds Config.Pending.
 	MaxPending = 1 << 16
 )
 
 // Recommended is the controller the project's tools use by default
-// (multirail train, the C ABI, the PyTorch backend): the match rule (discard
-// the share by which the link is slower than its recent baseline, with a
-// dead band of Margin: in calm nothing is discarded; docs/discard.md),
-// chosen over the patent's rule on seeds and scenarios not reported
-// (BENCHMARKS.md, issue 15). Its Initial and History are the patent
-// preset's, so that "rule=patent" on top of it gives that preset. The
-// zero Config, by contrast, is the patent's rule as written.
+// (multirail train, the C ABI, the PyTorch backend): the match rule
+// (discard nothing while the link is within 1+Margin of its calm baseline,
+// Max from twice it on; docs/discard.md), chosen over the patent's rule
+// (BENCHMARKS.md, issues 15 and 28). Its Initial and History are the
+// patent preset's, so that "rule=patent" on top of it gives that preset.
+// The zero Config, by contrast, is the patent's rule as written.
 var Recommended = Config{Rule: RuleMatch, Initial: 0.1, History: 4}
 
 // ErrConfig is wrapped by every configuration error.
@@ -81,21 +83,37 @@ type Config struct {
 	RawPeriod bool
 	// Rule is the controller's rule: RulePatent ("" means it) is
 	// JP7684261B2's (raise R by Up when the reception period grew, lower
-	// it by Down when the quality fell); RuleMatch discards the share of
-	// packets by which the link is slower than its recent best, so that a
-	// stage takes about as long as in calm (see docs/discard.md).
+	// it by Down when the quality fell); RuleMatch sets R from how many
+	// times slower than its calm baseline the link is (Margin, Ramp,
+	// Rise, Window, CalmCap; see docs/discard.md).
 	Rule string
 	// Window is RuleMatch's memory: the 25 % quantile of the smoothed
 	// time per packet over the last Window stages is the calm baseline.
 	// 2..65536; 0 means DefaultWindow.
 	Window int
-	// Margin is RuleMatch's dead band: R = 1 - (1+Margin) x baseline /
-	// time per packet, so a period up to 1+Margin times the baseline
-	// discards nothing. [0, 10]; 0 means DefaultMargin (use a
-	// tiny value for none). Initial, Up, Down, QualityThreshold,
-	// DelayThreshold and History are the patent rule's; RuleMatch ignores
-	// them.
+	// Margin is RuleMatch's dead band: while the smoothed time per
+	// packet is at most 1+Margin times the baseline nothing is
+	// discarded. [0, 10]; 0 means DefaultMargin (use a tiny value for
+	// none). Initial, Up, Down, QualityThreshold, DelayThreshold and
+	// History are the patent rule's; RuleMatch ignores them.
 	Margin float64
+	// Ramp is how far beyond the dead band RuleMatch's rate reaches Max:
+	// R = Max x (g - (1+Margin)) / Ramp, clamped to [0, Max], with g the
+	// smoothed time per packet over the baseline. (0, 100]; 0 means
+	// DefaultRamp (Max from twice the baseline on).
+	Ramp float64
+	// Rise is the gain of RuleMatch's smoothed time per packet when a
+	// stage is slower than it (a stage that is faster moves it by 0.25):
+	// the rate rises within a stage or two of a storm's start and falls
+	// over several after its end, so a short gap inside a storm does not
+	// drop it. (0, 1]; 0 means DefaultRise.
+	Rise float64
+	// CalmCap bounds RuleMatch's baseline by CalmCap times the wire time
+	// of a packet at the link's nominal capacity (SetWire), when that is
+	// known: a load that lasts most of the window cannot become the
+	// baseline if it leaves the link more than CalmCap times slower than
+	// its wire. [1, 1000]; 0 means DefaultCalmCap.
+	CalmCap float64
 	// Pending is how many stages may wait for their feedback at once;
 	// when Begin would exceed it, the oldest waiting stage expires (it is
 	// skipped, counted in Stats.Expired). In [1, MaxPending]; 0 means
@@ -163,6 +181,24 @@ func (c Config) Validate() (Config, error) {
 	if bad(c.Margin) || c.Margin < 0 || c.Margin > 10 {
 		return c, cfgErr("Margin", c.Margin, "[0, 10]; 0 = default 0.5")
 	}
+	if c.Ramp == 0 {
+		c.Ramp = DefaultRamp
+	}
+	if bad(c.Ramp) || c.Ramp <= 0 || c.Ramp > 100 {
+		return c, cfgErr("Ramp", c.Ramp, "(0, 100]; 0 = default 0.5")
+	}
+	if c.Rise == 0 {
+		c.Rise = DefaultRise
+	}
+	if bad(c.Rise) || c.Rise <= 0 || c.Rise > 1 {
+		return c, cfgErr("Rise", c.Rise, "(0, 1]; 0 = default 0.5")
+	}
+	if c.CalmCap == 0 {
+		c.CalmCap = DefaultCalmCap
+	}
+	if bad(c.CalmCap) || c.CalmCap < 1 || c.CalmCap > 1000 {
+		return c, cfgErr("CalmCap", c.CalmCap, "[1, 1000]; 0 = default 2")
+	}
 	if c.Pending == 0 {
 		c.Pending = DefaultPending
 	}
@@ -178,9 +214,10 @@ const (
 	RuleMatch  = "match"
 )
 
-// matchGain is the weight of a new time-per-packet sample in RuleMatch's
-// smoothed value; matchQuantile the quantile of the window's smoothed
-// values that is its calm baseline.
+// matchGain is the weight of a new time-per-packet sample that is below
+// RuleMatch's smoothed value (Config.Rise is the weight of one above it);
+// matchQuantile the quantile of the window's smoothed values that is its
+// calm baseline.
 const (
 	matchGain     = 0.25
 	matchQuantile = 0.25
@@ -227,6 +264,9 @@ type Stats struct {
 	Period   time.Duration // reception period of the last applied stage
 	Quality  float64       // quality of the last applied stage
 	Received int           // packets received in the last applied stage
+	// RuleMatch: the baseline time per packet of the last applied stage
+	// (after the CalmCap bound) and the wire time SetWire gave.
+	Baseline, Wire time.Duration
 }
 
 type slot struct {
@@ -254,6 +294,7 @@ type Controller struct {
 	sorted []float64 // scratch
 	nrec   int
 	rpos   int
+	wire   float64 // SetWire, in nanoseconds; 0 = unknown
 	st     Stats
 }
 
@@ -275,6 +316,15 @@ func (c *Controller) Config() Config { return c.cfg }
 
 // Rate returns the rate the next stage will be sent with.
 func (c *Controller) Rate() float64 { return c.rate }
+
+// SetWire tells RuleMatch the wire time of one packet at the link's
+// nominal capacity (the packet's bytes over the sum of its rails' nominal
+// rates); 0 or less means unknown. The baseline is then at most CalmCap
+// times it. The patent rule ignores it.
+func (c *Controller) SetWire(d time.Duration) {
+	c.wire = max(0, float64(d))
+	c.st.Wire = max(0, d)
+}
 
 // Begin starts the next stage: it returns the stage's number (0, 1, 2,
 // ...) and the rate to send it with.
@@ -399,20 +449,26 @@ func (c *Controller) step(l time.Duration, p float64) {
 	c.nhist = min(c.nhist+1, len(c.hist))
 }
 
-// match is RuleMatch: R = 1 - (1+Margin) b / min(s, l), clamped to
-// [0, Max], with s the smoothed period l and b the matchQuantile quantile
-// of s over the last Window stages.
-// A link that now delivers packets g times slower than at its best sends
-// a share of about 1/g of them, so a stage takes about as long as at its
-// best; in calm (s near b) nothing is discarded. The rate rises with the
-// smoothed period but falls with the newest: one fast stage is enough
-// evidence that the congestion is over, and every stage discarded after
-// it would cost accuracy for nothing.
+// match is RuleMatch: with s the smoothed time per packet (gain Rise
+// when l is above it, matchGain when below), b the matchQuantile quantile
+// of s over the last Window stages, bounded by CalmCap times the wire
+// time when SetWire gave one, and g = s/b:
+//
+//	R = Max x (g - (1+Margin)) / Ramp, clamped to [0, Max].
+//
+// In calm (g near 1) nothing is discarded; from (1+Margin+Ramp) times
+// the baseline on, Max is. The rate follows the smoothed time, not the
+// newest stage: under storms whose calm gaps last a stage or two a single
+// fast stage is no sign that the storm is over (falling on it dropped the
+// rate in every gap; docs/discard.md).
 func (c *Controller) match(l time.Duration) Decision {
 	x := float64(l)
-	if c.nrec == 0 {
+	switch {
+	case c.nrec == 0:
 		c.smooth = x
-	} else {
+	case x > c.smooth:
+		c.smooth += c.cfg.Rise * (x - c.smooth)
+	default:
 		c.smooth += matchGain * (x - c.smooth)
 	}
 	c.recent[c.rpos] = c.smooth
@@ -424,9 +480,16 @@ func (c *Controller) match(l time.Duration) Decision {
 	c.sorted = append(c.sorted[:0], c.recent[:c.nrec]...)
 	slices.Sort(c.sorted)
 	b := c.sorted[int(matchQuantile*float64(c.nrec-1))]
+	if c.wire > 0 {
+		b = min(b, c.cfg.CalmCap*c.wire)
+	}
+	c.st.Baseline = time.Duration(b)
 	r := 0.0
-	if s := min(c.smooth, x); s > 0 {
-		r = min(c.cfg.Max, max(0, 1-(1+c.cfg.Margin)*b/s))
+	if b > 0 {
+		g := c.smooth / b
+		r = min(c.cfg.Max, max(0, c.cfg.Max*(g-(1+c.cfg.Margin))/c.cfg.Ramp))
+	} else if c.smooth > 0 {
+		r = c.cfg.Max
 	}
 	old := c.rate
 	c.rate = r

@@ -464,16 +464,10 @@ func TestNoAllocs(t *testing.T) {
 	}
 }
 
-// TestMatchRule: RuleMatch discards nothing while the time per packet stays
-// near its best, about 1 - (1+Margin)/g of the packets when the link turns
-// g times slower, at most Max, nothing again from the first stage after it
-// recovers, and climbs back only on smoothed evidence.
-func TestMatchRule(t *testing.T) {
-	c, err := New(Config{Rule: RuleMatch, Max: 0.8, Margin: 0.2, Window: 100}) // Margin 0.2, not the default
-	if err != nil {
-		t.Fatal(err)
-	}
-	feed := func(perPacket time.Duration, n int) float64 {
+// matchFeeder returns a function that feeds c n stages of perPacket time
+// per packet (100 packets a stage) and returns the rate after them.
+func matchFeeder(t *testing.T, c *Controller) func(perPacket time.Duration, n int) float64 {
+	return func(perPacket time.Duration, n int) float64 {
 		t.Helper()
 		for range n {
 			s, _ := c.Begin()
@@ -483,38 +477,108 @@ func TestMatchRule(t *testing.T) {
 			if err := c.Quality(s, 0); err != nil {
 				t.Fatal(err)
 			}
+			if r := c.Rate(); r < 0 || r > c.Config().Max {
+				t.Fatalf("rate %v outside [0, Max %v]", r, c.Config().Max)
+			}
 		}
 		return c.Rate()
 	}
+}
+
+// TestMatchRule: RuleMatch discards nothing while the smoothed time per
+// packet stays within 1+Margin of its baseline, Max x (g - 1 - Margin) /
+// Ramp when it is g times the baseline, at most Max; a long congestion
+// becomes the baseline unless the wire time bounds it.
+func TestMatchRule(t *testing.T) {
+	c, err := New(Config{Rule: RuleMatch, Max: 0.8, Margin: 0.2, Window: 100}) // Margin 0.2, not the default
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed := matchFeeder(t, c)
 	if r := feed(ms, 30); r != 0 {
 		t.Fatalf("calm: rate %v, want 0", r)
 	}
-	if r := feed(4*ms, 30); math.Abs(r-(1-1.2/4)) > 0.01 {
-		t.Fatalf("4x slower: rate %v, want %v", r, 1-1.2/4)
+	if r := feed(1450*time.Microsecond, 30); math.Abs(r-0.8*(1.45-1.2)/DefaultRamp) > 0.01 {
+		t.Fatalf("1.45x slower: rate %v, want %v", r, 0.8*(1.45-1.2)/DefaultRamp)
 	}
-	if r := feed(20*ms, 30); r != 0.8 {
-		t.Fatalf("20x slower: rate %v, want Max 0.8", r)
-	}
-	if r := feed(ms, 1); r != 0 {
-		t.Fatalf("the first stage after recovery: rate %v, want 0", r)
-	}
-	// One slow stage after the storm's smoothed value decayed for a while
-	// raises the rate less than a whole run of them.
-	feed(ms, 19)
-	one := feed(20*ms, 1)
-	if many := feed(20*ms, 9); !(one < many) || one == 0 {
-		t.Fatalf("after one slow stage rate %v, after ten %v: want 0 < one < ten", one, many)
-	}
-	if r := feed(ms, 1); r != 0 {
-		t.Fatalf("the first fast stage: rate %v, want 0", r)
+	if r := feed(4*ms, 30); r != 0.8 {
+		t.Fatalf("4x slower: rate %v, want Max 0.8", r)
 	}
 	st := c.Stats()
-	if st.Raised == 0 || st.Lowered == 0 || st.Applied != 121 {
+	if st.Raised == 0 || st.Applied != 90 || st.Baseline != ms || st.Wire != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 	// Beyond Window, a long congestion becomes the new baseline: the rate
-	// falls back (the link is what it is).
+	// falls back (the link is what it is)...
 	if r := feed(4*ms, 200); r != 0 {
 		t.Fatalf("after 200 slow stages: rate %v, want 0", r)
+	}
+	// ...unless it leaves the link more than CalmCap times slower than its
+	// wire: calm at 1.2 wire times, a load ten times slower than calm.
+	for _, wire := range []bool{false, true} {
+		c, _ := New(Config{Rule: RuleMatch})
+		if wire {
+			c.SetWire(ms * 10 / 12)
+		}
+		feed := matchFeeder(t, c)
+		feed(ms, 50)
+		r := feed(10*ms, 300)
+		if want := map[bool]float64{false: 0, true: DefaultMax}[wire]; r != want {
+			t.Errorf("wire known %v: after 300 stages of load rate %v, want %v (baseline %v)", wire, r, want, c.Stats().Baseline)
+		}
+	}
+}
+
+// TestMatchReaction: the default RuleMatch's reaction time to a step
+// change in the link's time per packet. A storm that makes the link g
+// times slower (g from 2.5 to 20) reaches Max within two stages of
+// feedback, and the first within one when g >= 4; a single calm stage
+// inside a storm does not drop the rate; after the storm the rate is back
+// to 0 as soon as the smoothed time is within the dead band (3 stages for
+// g = 2.5, 13 for g = 20); a single slow stage of up to 1.5x in calm
+// discards nothing.
+func TestMatchReaction(t *testing.T) {
+	for _, g := range []float64{2.5, 4, 10, 20} {
+		c, err := New(Recommended)
+		if err != nil {
+			t.Fatal(err)
+		}
+		feed := matchFeeder(t, c)
+		if r := feed(ms, 40); r != 0 {
+			t.Fatalf("calm: rate %v", r)
+		}
+		slow := time.Duration(g * float64(ms))
+		n := 0
+		for c.Rate() < DefaultMax {
+			if n++; n > 10 {
+				t.Fatalf("g %v: rate %v after 10 storm stages, want Max", g, c.Rate())
+			}
+			feed(slow, 1)
+		}
+		if limit := map[bool]int{true: 1, false: 2}[g >= 4]; n > limit {
+			t.Errorf("g %v: Max after %d stages, want at most %d", g, n, limit)
+		}
+		feed(slow, 5)
+		if r := feed(ms, 1); g >= 4 && r != DefaultMax || r == 0 {
+			t.Errorf("g %v: one calm stage inside the storm drops the rate to %v", g, r)
+		}
+		feed(slow, 5)
+		n = 0
+		for c.Rate() > 0 {
+			if n++; n > 30 {
+				t.Fatalf("g %v: rate %v 30 stages after the storm", g, c.Rate())
+			}
+			feed(ms, 1)
+		}
+		// The smoothed time falls as 1 + (g-1) 0.75^n: it is within the
+		// dead band after ln(Margin/(g-1)) / ln(0.75) stages (3 for
+		// g = 2.5, 11 for 10, 13 for 20).
+		if limit := int(math.Ceil(math.Log(DefaultMargin/(g-1)) / math.Log(1-matchGain))); n > limit {
+			t.Errorf("g %v: rate back to 0 after %d calm stages, want at most %d", g, n, limit)
+		}
+		feed(ms, 20)
+		if r := feed(1500*time.Microsecond, 1); r != 0 {
+			t.Errorf("one stage 1.5x slower in calm: rate %v, want 0", r)
+		}
 	}
 }
