@@ -299,6 +299,63 @@ func Analyze(runs []SuiteRun, targets []float64, setting string, boot int, rng *
 	return rep, nil
 }
 
+// ScoreAside adds to rep the cells of setting, one that is shown beside
+// the fixed rates but not compared with them (the oracle, which runs on
+// phased scenarios only; the reliable mode, another algorithm): on each
+// scenario and target where rep has cells and setting has a run of every
+// seed, its times against the fixed rates rep chose for each seed (runs
+// must hold those fixed rates' runs too). A scenario where setting lacks
+// a seed is skipped. rep's summary and verdicts are not changed.
+func (rep *SuiteReport) ScoreAside(runs []SuiteRun, setting string) {
+	mine := map[string]map[uint64]SuiteRun{}
+	fixed := map[string]map[string]map[uint64]SuiteRun{} // scenario, setting, seed
+	for _, r := range runs {
+		if r.Setting == setting {
+			if mine[r.Scenario] == nil {
+				mine[r.Scenario] = map[uint64]SuiteRun{}
+			}
+			mine[r.Scenario][r.Seed] = r
+		} else if _, ok := ParseFixedSetting(r.Setting); ok {
+			if fixed[r.Scenario] == nil {
+				fixed[r.Scenario] = map[string]map[uint64]SuiteRun{}
+			}
+			if fixed[r.Scenario][r.Setting] == nil {
+				fixed[r.Scenario][r.Setting] = map[uint64]SuiteRun{}
+			}
+			fixed[r.Scenario][r.Setting][r.Seed] = r
+		}
+	}
+	added := false
+	for _, tg := range rep.Targets {
+		for _, sc := range rep.Scenarios {
+			i := slices.IndexFunc(rep.Cells, func(c SuiteCell) bool { return c.Scenario == sc && c.Target == tg })
+			if i < 0 || len(mine[sc]) == 0 {
+				continue
+			}
+			ref := rep.Cells[i]
+			ratios := make([]float64, 0, len(rep.Seeds))
+			for i, seed := range rep.Seeds {
+				r, have := mine[sc][seed]
+				b, haveBest := fixed[sc][ref.Best[i]][seed]
+				if !have || !haveBest {
+					break
+				}
+				t, _ := r.timeTo(tg)
+				tb, _ := b.timeTo(tg)
+				ratios = append(ratios, t/tb)
+			}
+			if len(ratios) != len(rep.Seeds) {
+				continue
+			}
+			rep.Cells = append(rep.Cells, cellOf(sc, setting, tg, rep.Seeds, mine[sc], ratios, ref.Best))
+			added = true
+		}
+	}
+	if added && !slices.Contains(rep.Settings, setting) {
+		rep.Settings = append(rep.Settings, setting)
+	}
+}
+
 // bestFixed returns the fixed setting of least mean time over the seeds
 // but skip (all of them when there is only one seed).
 func bestFixed(times map[string][]float64, fixed []string, skip int) string {

@@ -125,6 +125,51 @@ func TestAnalyzeCrossFit(t *testing.T) {
 	}
 }
 
+// TestScoreAside: a setting outside the comparison (an oracle on one
+// scenario of two, with a seed missing on the other) gets cells against
+// the bests the fixed rates' analysis chose for each seed, and only where
+// it has every seed; summaries and verdicts stay those of the analysis.
+func TestScoreAside(t *testing.T) {
+	var runs []SuiteRun
+	for seed, ts := range map[uint64][2]float64{1: {10, 20}, 2: {12, 15}, 3: {11, 18}} {
+		for _, sc := range []string{"P", "Q"} {
+			runs = append(runs, suiteRun(sc, "fixed:0", seed, 1, ts[0], 100), suiteRun(sc, "fixed:0.6", seed, 1, ts[1], 100),
+				suiteRun(sc, "default", seed, 1, ts[0], 100))
+		}
+	}
+	rep, err := Analyze(runs, []float64{0.9}, "default", 20, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nSum, nVerd := len(rep.Summary), len(rep.Verdicts)
+	aside := append([]SuiteRun{}, runs...)
+	for seed, tm := range map[uint64]float64{1: 5, 2: 24, 3: 22} {
+		aside = append(aside, suiteRun("P", "oracle", seed, 1, tm, 100))
+	}
+	aside = append(aside, suiteRun("Q", "oracle", 1, 1, 5, 100)) // seeds 2, 3 missing on Q
+	rep.ScoreAside(aside, "oracle")
+	c, ok := rep.Cell("P", "oracle", 0.9)
+	if !ok {
+		t.Fatal("no oracle cell on P")
+	}
+	// fixed:0 is best on every seed, chosen with or without it.
+	want := []float64{5.0 / 10, 24.0 / 12, 22.0 / 11}
+	for i, w := range want {
+		if c.Best[i] != "fixed:0" || math.Abs(c.SeedRatios[i]-w) > 1e-12 {
+			t.Fatalf("oracle on P: bests %v ratios %v, want fixed:0 and %v", c.Best, c.SeedRatios, want)
+		}
+	}
+	if math.Abs(c.Ratio-math.Cbrt(want[0]*want[1]*want[2])) > 1e-12 || math.Abs(c.MeanTime-17) > 1e-12 {
+		t.Fatalf("oracle on P: ratio %v, mean time %v", c.Ratio, c.MeanTime)
+	}
+	if _, ok := rep.Cell("Q", "oracle", 0.9); ok {
+		t.Fatal("an oracle cell on Q, where two of its seeds are missing")
+	}
+	if len(rep.Summary) != nSum || len(rep.Verdicts) != nVerd || rep.Settings[len(rep.Settings)-1] != "oracle" {
+		t.Fatalf("summaries %d (was %d), verdicts %d (was %d), settings %v", len(rep.Summary), nSum, len(rep.Verdicts), nVerd, rep.Settings)
+	}
+}
+
 // TestAnalyzeCensored: a run that missed the target counts its whole
 // time and is counted as censored.
 func TestAnalyzeCensored(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -382,7 +381,7 @@ func runTrainSuite(ctx context.Context, g *globals, f *suiteFlags) error {
 		// cross-fitted bests.
 		for _, st := range []string{settingOracle, settingReliable} {
 			if slices.Contains(p.settings, st) {
-				addCells(&an, todo, st)
+				an.ScoreAside(todo, st)
 			}
 		}
 		rep.Analysis = &an
@@ -408,84 +407,6 @@ func runTrainSuite(ctx context.Context, g *globals, f *suiteFlags) error {
 		fmt.Fprintf(g.stdout, "\nruns in %s, report in %s, plot in %s\n", runsDir, filepath.Join(f.out, "suite.json"), filepath.Join(f.out, "suite.png"))
 	}
 	return nil
-}
-
-// addCells scores setting's runs (the oracle, the reliable mode: settings
-// outside the analysis) against the fixed setting each seed's cell of the
-// analysed settings was scored against.
-func addCells(an *train.SuiteReport, runs []train.SuiteRun, setting string) {
-	for _, tg := range an.Targets {
-		for _, sc := range an.Scenarios {
-			var ref train.SuiteCell
-			found := false
-			for _, c := range an.Cells {
-				if c.Scenario == sc && c.Target == tg {
-					ref, found = c, true
-					break
-				}
-			}
-			if !found {
-				continue
-			}
-			times := map[string]map[uint64]float64{}
-			var mine []train.SuiteRun
-			missed := map[uint64]bool{}
-			for _, r := range runs {
-				if r.Scenario != sc {
-					continue
-				}
-				t, miss := r.Result.Wall, true
-				for _, x := range r.Result.Targets {
-					if x.Accuracy == tg && x.Time != nil {
-						t, miss = *x.Time, false
-					}
-				}
-				if r.Setting == setting {
-					missed[r.Seed] = miss
-				}
-				if times[r.Setting] == nil {
-					times[r.Setting] = map[uint64]float64{}
-				}
-				times[r.Setting][r.Seed] = t
-				if r.Setting == setting {
-					mine = append(mine, r)
-				}
-			}
-			if len(mine) != len(an.Seeds) {
-				continue
-			}
-			c := train.SuiteCell{Scenario: sc, Setting: setting, Target: tg, Best: ref.Best, CalmDiscard: -1, CongestedDiscard: -1, CalmStep: -1, CongestedStep: -1}
-			logSum := 0.0
-			for i, seed := range an.Seeds {
-				r := times[setting][seed] / times[ref.Best[i]][seed]
-				c.SeedRatios = append(c.SeedRatios, r)
-				c.SeedTimes, c.SeedMissed = append(c.SeedTimes, times[setting][seed]), append(c.SeedMissed, missed[seed])
-				if missed[seed] {
-					c.Censored++
-				}
-				logSum += math.Log(r)
-			}
-			c.Ratio = math.Exp(logSum / float64(len(an.Seeds)))
-			for _, r := range mine {
-				c.MeanTime += times[setting][r.Seed] / float64(len(mine))
-				c.FinalAccuracy += r.Result.FinalAccuracy / float64(len(mine))
-				c.MeanStep += r.Result.MeanStep / float64(len(mine))
-				c.MeanDiscard += r.Result.MeanDiscardRate / float64(len(mine))
-				if pd := r.Result.PhaseDiscard; pd != nil {
-					if c.CalmDiscard < 0 {
-						c.CalmDiscard, c.CongestedDiscard, c.CalmStep, c.CongestedStep = 0, 0, 0, 0
-					}
-					n := float64(len(mine))
-					c.CalmDiscard += pd.Calm / n
-					c.CongestedDiscard += pd.Congested / n
-					c.CalmStep += pd.CalmStep / n
-					c.CongestedStep += pd.CongestedStep / n
-				}
-			}
-			an.Cells = append(an.Cells, c)
-		}
-	}
-	an.Settings = append(an.Settings, setting)
 }
 
 // suiteRunOne runs one setting on one scenario and seed: a job of
