@@ -2,10 +2,8 @@ package comm
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 )
 
 // Op is the reduction of a collective.
@@ -142,7 +140,7 @@ type Ring struct {
 	t          RingTransport
 	cfg        RingConfig
 
-	n      int       // vector length of the current buffers
+	chunks           // the geometry of the current buffers (n: the vector's length)
 	acc    []float32 // partial sums (reduce-scatter) then results
 	cnt    []uint32  // contributions per packet, indexed by global packet
 	est    []bool    // the packet holds an allgather fill, not the owner's result
@@ -200,27 +198,11 @@ func (r *Ring) ReportQuality(ctx context.Context, q float64) error {
 
 func mod(a, n int) int { return ((a % n) + n) % n }
 
-// chunk returns the range of chunk c of a vector of length n.
-func (r *Ring) chunk(c int) (lo, hi int) { return c * r.n / r.size, (c + 1) * r.n / r.size }
-
-// npk returns the number of packets of chunk c (at least one).
-func (r *Ring) npk(c int) int {
-	lo, hi := r.chunk(c)
-	return max(1, (hi-lo+r.cfg.PacketFloats-1)/r.cfg.PacketFloats)
-}
-
-// span returns the values of packet j of chunk c.
-func (r *Ring) span(c, j int) (lo, hi int) {
-	clo, chi := r.chunk(c)
-	lo = min(chi, clo+j*r.cfg.PacketFloats)
-	return lo, min(chi, lo+r.cfg.PacketFloats)
-}
-
 func (r *Ring) resize(n int) {
 	if r.n == n && r.acc != nil {
 		return
 	}
-	r.n = n
+	r.chunks = chunks{n: n, size: r.size, pf: r.cfg.PacketFloats}
 	r.acc = make([]float32, n)
 	r.first = make([]int, r.size+1)
 	for c := range r.size {
@@ -345,16 +327,11 @@ func (r *Ring) send(ctx context.Context, c, hop int) ([]bool, error) {
 	r.pkts = r.pkts[:0]
 	for j := range np {
 		lo, hi := r.span(c, j)
-		b := make([]byte, 4+4*(hi-lo))
 		n := r.cnt[r.first[c]+j]
 		if r.est[r.first[c]+j] {
 			n |= estFlag
 		}
-		binary.LittleEndian.PutUint32(b, n)
-		for i, v := range r.acc[lo:hi] {
-			binary.LittleEndian.PutUint32(b[4+4*i:], math.Float32bits(v))
-		}
-		r.pkts = append(r.pkts, b)
+		r.pkts = append(r.pkts, appendPacket(make([]byte, 0, packetSize(hi-lo)), n, r.acc[lo:hi]))
 	}
 	disc, err := r.t.Send(ctx, r.pkts, hop, 2*(r.size-1), r.whole)
 	r.st.PacketsSent += uint64(np)
@@ -402,24 +379,23 @@ func (r *Ring) recv(ctx context.Context, c int, x []float32, reduce bool) error 
 			continue
 		}
 		r.st.PacketsReceived++
-		if len(p) != 4+4*(hi-lo) {
-			return fmt.Errorf("%w: packet %d of %d bytes, want %d", ErrPeer, j, len(p), 4+4*(hi-lo))
+		if len(p) != packetSize(hi-lo) {
+			return fmt.Errorf("%w: packet %d of %d bytes, want %d", ErrPeer, j, len(p), packetSize(hi-lo))
 		}
-		n := binary.LittleEndian.Uint32(p)
+		n := packetHead(p)
 		est := n&estFlag != 0
 		n &^= estFlag
 		if n == 0 || n > 1<<30 || (est && reduce) {
 			return fmt.Errorf("%w: packet %d counts %d contributions", ErrPeer, j, n)
 		}
-		vals := p[4:]
 		if reduce {
 			for i := lo; i < hi; i++ {
-				r.acc[i] = math.Float32frombits(binary.LittleEndian.Uint32(vals[4*(i-lo):])) + x[i]
+				r.acc[i] = packetValue(p, i-lo) + x[i]
 			}
 			r.cnt[g] = n + 1
 		} else {
 			for i := lo; i < hi; i++ {
-				r.acc[i] = math.Float32frombits(binary.LittleEndian.Uint32(vals[4*(i-lo):]))
+				r.acc[i] = packetValue(p, i-lo)
 			}
 			r.cnt[g] = n
 			r.est[g] = est

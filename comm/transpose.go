@@ -2,7 +2,6 @@ package comm
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math"
 )
@@ -116,7 +115,7 @@ type Transpose struct {
 	t          MeshTransport
 	cfg        RingConfig
 
-	n      int
+	chunks // the geometry of the current call (n: the vector's length)
 	own    []float32   // this rank's chunk: the estimate of its sum
 	out    []float32   // the result in sum space
 	resid  [][]float32 // error feedback: per owner, what was discarded of its chunk
@@ -160,22 +159,6 @@ func (r *Transpose) ReportQuality(ctx context.Context, q float64) error {
 	return nil
 }
 
-// chunk returns the range of chunk c (owned by rank c).
-func (r *Transpose) chunk(c int) (lo, hi int) { return c * r.n / r.size, (c + 1) * r.n / r.size }
-
-// npk returns the number of packets of chunk c (at least one).
-func (r *Transpose) npk(c int) int {
-	lo, hi := r.chunk(c)
-	return max(1, (hi-lo+r.cfg.PacketFloats-1)/r.cfg.PacketFloats)
-}
-
-// span returns the values of packet j of chunk c.
-func (r *Transpose) span(c, j int) (lo, hi int) {
-	clo, chi := r.chunk(c)
-	lo = min(chi, clo+j*r.cfg.PacketFloats)
-	return lo, min(chi, lo+r.cfg.PacketFloats)
-}
-
 // Allreduce replaces x, on every rank, with the reduction of all ranks' x.
 // Every rank must call it with vectors of the same length.
 func (r *Transpose) Allreduce(ctx context.Context, x []float32) error {
@@ -201,7 +184,7 @@ func (r *Transpose) allreduce(ctx context.Context, x []float32) error {
 		return nil
 	}
 	if r.n != len(x) || r.out == nil {
-		r.n = len(x)
+		r.chunks = chunks{n: len(x), size: r.size, pf: r.cfg.PacketFloats}
 		r.out = make([]float32, r.n)
 		r.resid = make([][]float32, r.size)
 		r.con, r.res = nil, nil
@@ -340,12 +323,7 @@ func (r *Transpose) send(ctx context.Context, to, c int, vals []float32, lo, par
 	pk := r.sendPk[:np]
 	for j := range np {
 		plo, phi := r.span(c, j)
-		b := pk[j][:0]
-		b = binary.LittleEndian.AppendUint32(b, uint32(phi-plo))
-		for _, v := range vals[plo-lo : phi-lo] {
-			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
-		}
-		pk[j] = b
+		pk[j] = appendPacket(pk[j][:0], uint32(phi-plo), vals[plo-lo:phi-lo])
 	}
 	disc, err := r.t.Send(ctx, to, pk, part, 2, r.whole)
 	r.st.PacketsSent += uint64(np)
@@ -374,8 +352,8 @@ func (r *Transpose) check(from, c int, st Received) (float32, error) {
 			continue
 		}
 		lo, hi := r.span(c, j)
-		if len(p) != 4+4*(hi-lo) || binary.LittleEndian.Uint32(p) != uint32(hi-lo) {
-			return 0, fmt.Errorf("%w: rank %d: packet %d of %d bytes, want %d", ErrPeer, from, j, len(p), 4+4*(hi-lo))
+		if len(p) != packetSize(hi-lo) || packetHead(p) != uint32(hi-lo) {
+			return 0, fmt.Errorf("%w: rank %d: packet %d of %d bytes, want %d", ErrPeer, from, j, len(p), packetSize(hi-lo))
 		}
 	}
 	if missing == np {
@@ -451,17 +429,17 @@ func (r *Transpose) addContribution(from int, st Received, x []float32, ef bool)
 				}
 			case ef || R == 0:
 				for i := range acc {
-					acc[i] += math.Float32frombits(binary.LittleEndian.Uint32(p[4+4*i:]))
+					acc[i] += packetValue(p, i)
 				}
 			default:
 				for i, v := range own {
-					acc[i] += (math.Float32frombits(binary.LittleEndian.Uint32(p[4+4*i:])) - R*b*v) * k
+					acc[i] += (packetValue(p, i) - R*b*v) * k
 				}
 			}
 			if p != nil && learn {
 				for i, v := range own {
 					f := float64(v)
-					vf += float64(math.Float32frombits(binary.LittleEndian.Uint32(p[4+4*i:]))) * f
+					vf += float64(packetValue(p, i)) * f
 					ff += f * f
 				}
 			}
@@ -511,17 +489,17 @@ func (r *Transpose) takeResult(from int, st Received, x []float32) error {
 				}
 			case R == 0:
 				for i := range out {
-					out[i] = math.Float32frombits(binary.LittleEndian.Uint32(p[4+4*i:]))
+					out[i] = packetValue(p, i)
 				}
 			default:
 				for i, v := range own {
-					out[i] = (math.Float32frombits(binary.LittleEndian.Uint32(p[4+4*i:])) - R*c*v) * k
+					out[i] = (packetValue(p, i) - R*c*v) * k
 				}
 			}
 			if p != nil && learn {
 				for i, v := range own {
 					f := float64(N * v)
-					vf += float64(math.Float32frombits(binary.LittleEndian.Uint32(p[4+4*i:]))) * f
+					vf += float64(packetValue(p, i)) * f
 					ff += f * f
 				}
 			}
