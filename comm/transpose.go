@@ -115,7 +115,7 @@ type Transpose struct {
 	t          MeshTransport
 	cfg        RingConfig
 
-	chunks // the geometry of the current call (n: the vector's length)
+	chunks             // the geometry of the current call (n: the vector's length)
 	own    []float32   // this rank's chunk: the estimate of its sum
 	out    []float32   // the result in sum space
 	resid  [][]float32 // error feedback: per owner, what was discarded of its chunk
