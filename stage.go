@@ -228,7 +228,8 @@ type StageConn struct {
 		number      uint64 // the open stage's number on the wire
 		next        uint64 // the next stage's number
 		rate        float64
-		part, parts int // last part sent, of parts; part+1 == parts: none open
+		part, parts int       // last part sent, of parts; part+1 == parts: none open
+		began       time.Time // when the last controlled stage began
 	}
 	pcg  *rand.PCG
 	rng  *rand.Rand
@@ -397,6 +398,14 @@ func (s *StageConn) sendPart(ctx context.Context, packets [][]byte, part, parts 
 			if bps := s.c.nominalBps(); bps > 0 {
 				s.ctrl.SetWire(packetWire(packets, bps))
 			}
+			// The cycle: how long ago the previous controlled stage
+			// began (the application's step, when it computes between
+			// stages).
+			now := time.Now()
+			if !o.began.IsZero() {
+				s.ctrl.SetCycle(now.Sub(o.began))
+			}
+			o.began = now
 			m.stage, o.rate = s.ctrl.Begin()
 			m.controlled = true
 		}
@@ -682,8 +691,11 @@ func (s *StageConn) feedback(data []byte) error {
 	}
 	if f.Kind == wire.FeedbackPeriod {
 		_ = s.ctrl.Period(m.stage, time.Duration(f.Period), int(f.Received))
-		s.cfg.Logger.Debug("multirail: stage period", "stage", f.Stage, "period", time.Duration(f.Period),
-			"received", f.Received, "rate", s.ctrl.Rate(), "baseline", s.ctrl.Stats().Baseline, "wire", s.ctrl.Stats().Wire)
+		if s.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) {
+			cs := s.ctrl.Stats()
+			s.cfg.Logger.Debug("multirail: stage period", "stage", f.Stage, "period", time.Duration(f.Period),
+				"received", f.Received, "rate", cs.Rate, "baseline", cs.Baseline, "wire", cs.Wire, "cycle", cs.Cycle, "share", cs.Share)
+		}
 	} else {
 		_ = s.ctrl.Quality(m.stage, f.Quality)
 	}

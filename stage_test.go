@@ -101,6 +101,11 @@ func TestStageRoundTrip(t *testing.T) {
 	if want := time.Duration(float64(size+wire.StagePacketHeaderSize) * 8 / 600e6 * 1e9); st.Controller.Wire != want {
 		t.Fatalf("sender's wire time %v, want %v", st.Controller.Wire, want)
 	}
+	// ...and its cycle: the time between the last two stages' starts
+	// (each waited for the previous one's feedback, so it is not zero).
+	if st.Controller.Cycle <= 0 {
+		t.Fatalf("sender's cycle %v, want the time between its stages", st.Controller.Cycle)
+	}
 }
 
 // TestStageStaleFeedback: quality for a stage never sent or reported

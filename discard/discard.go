@@ -21,6 +21,7 @@ const (
 	DefaultRise           = 0.5
 	DefaultRamp           = 0.5
 	DefaultCalmCap        = 2
+	DefaultShare          = 0.2
 	// MaxPending bounds Config.Pending.
 	MaxPending = 1 << 16
 )
@@ -114,6 +115,16 @@ type Config struct {
 	// baseline if it leaves the link more than CalmCap times slower than
 	// its wire. [1, 1000]; 0 means DefaultCalmCap.
 	CalmCap float64
+	// Share is the share of a link's cycle (the time from one stage's
+	// start to the next's, SetCycle) from which RuleMatch counts the
+	// link's slowdown in full: a stage that would take a smaller share
+	// of the cycle, sent whole, has g's excess over 1 scaled by its
+	// share over Share, since discarding can save at most that share of
+	// the time (with compute between stages, a slow exchange that is a
+	// small part of a step is not worth the accuracy it costs). Without
+	// a cycle (SetCycle not called, or stages back to back) nothing is
+	// scaled. (0, 1]; 0 means DefaultShare (use a tiny value for none).
+	Share float64
 	// Pending is how many stages may wait for their feedback at once;
 	// when Begin would exceed it, the oldest waiting stage expires (it is
 	// skipped, counted in Stats.Expired). In [1, MaxPending]; 0 means
@@ -199,6 +210,12 @@ func (c Config) Validate() (Config, error) {
 	if bad(c.CalmCap) || c.CalmCap < 1 || c.CalmCap > 1000 {
 		return c, cfgErr("CalmCap", c.CalmCap, "[1, 1000]; 0 = default 2")
 	}
+	if c.Share == 0 {
+		c.Share = DefaultShare
+	}
+	if bad(c.Share) || c.Share <= 0 || c.Share > 1 {
+		return c, cfgErr("Share", c.Share, "(0, 1]; 0 = default 0.2")
+	}
 	if c.Pending == 0 {
 		c.Pending = DefaultPending
 	}
@@ -267,6 +284,10 @@ type Stats struct {
 	// RuleMatch: the baseline time per packet of the last applied stage
 	// (after the CalmCap bound) and the wire time SetWire gave.
 	Baseline, Wire time.Duration
+	// RuleMatch: the cycle SetCycle gave and the smoothed share of it a
+	// whole stage takes (0 before the first stage with a cycle).
+	Cycle time.Duration
+	Share float64
 }
 
 type slot struct {
@@ -274,6 +295,8 @@ type slot struct {
 	l          time.Duration
 	p          float64
 	received   int
+	rate       float64 // the rate the stage was begun with
+	cycle      float64 // SetCycle's value when it was begun (ns; 0 = unknown)
 }
 
 // Controller is the discard-rate controller of one sender-receiver pair.
@@ -295,6 +318,8 @@ type Controller struct {
 	nrec   int
 	rpos   int
 	wire   float64 // SetWire, in nanoseconds; 0 = unknown
+	cycle  float64 // SetCycle, in nanoseconds; 0 = unknown
+	share  float64 // smoothed share of a cycle a whole stage takes; -1 = none yet
 	st     Stats
 }
 
@@ -304,7 +329,7 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctl := &Controller{cfg: c, pending: make([]slot, c.Pending), hist: make([]time.Duration, max(1, c.History))}
+	ctl := &Controller{cfg: c, pending: make([]slot, c.Pending), hist: make([]time.Duration, max(1, c.History)), share: -1}
 	if c.Rule == RuleMatch {
 		ctl.recent, ctl.sorted = make([]float64, c.Window), make([]float64, 0, c.Window)
 	}
@@ -326,6 +351,16 @@ func (c *Controller) SetWire(d time.Duration) {
 	c.st.Wire = max(0, d)
 }
 
+// SetCycle tells RuleMatch how long ago the previous stage began when
+// the next one does (the link's cycle: a step of the application when it
+// computes between stages); 0 or less means unknown. A stage that takes
+// less than Share of its cycle counts its slowdown in part (Config.Share).
+// The patent rule ignores it.
+func (c *Controller) SetCycle(d time.Duration) {
+	c.cycle = max(0, float64(d))
+	c.st.Cycle = max(0, d)
+}
+
 // Begin starts the next stage: it returns the stage's number (0, 1, 2,
 // ...) and the rate to send it with.
 func (c *Controller) Begin() (stage uint64, rate float64) {
@@ -333,7 +368,7 @@ func (c *Controller) Begin() (stage uint64, rate float64) {
 		c.expireOldest()
 	}
 	stage = c.next
-	c.pending[stage%uint64(len(c.pending))] = slot{}
+	c.pending[stage%uint64(len(c.pending))] = slot{rate: c.rate, cycle: c.cycle}
 	c.next++
 	c.st.Stages++
 	return stage, c.rate
@@ -409,6 +444,9 @@ func (c *Controller) drain() {
 		if !c.cfg.RawPeriod {
 			l /= time.Duration(max(1, s.received))
 		}
+		if c.cfg.Rule == RuleMatch {
+			c.observeShare(s)
+		}
 		c.step(l, s.p)
 		c.st.Period, c.st.Quality, c.st.Received = s.l, s.p, s.received
 		*s = slot{}
@@ -449,10 +487,33 @@ func (c *Controller) step(l time.Duration, p float64) {
 	c.nhist = min(c.nhist+1, len(c.hist))
 }
 
+// observeShare updates the smoothed share of its cycle a whole stage
+// takes: the stage's period over 1 minus the rate it was sent with (the
+// time it would have taken whole), over the cycle it began in; the same
+// gains as the time per packet (Rise up, matchGain down). Stages without
+// a cycle leave it alone.
+func (c *Controller) observeShare(s *slot) {
+	if s.cycle <= 0 {
+		return
+	}
+	x := float64(s.l) / max(1-s.rate, 1e-3) / s.cycle
+	switch {
+	case c.share < 0:
+		c.share = x
+	case x > c.share:
+		c.share += c.cfg.Rise * (x - c.share)
+	default:
+		c.share += matchGain * (x - c.share)
+	}
+	c.st.Share = c.share
+}
+
 // match is RuleMatch: with s the smoothed time per packet (gain Rise
 // when l is above it, matchGain when below), b the matchQuantile quantile
 // of s over the last Window stages, bounded by CalmCap times the wire
-// time when SetWire gave one, and g = s/b:
+// time when SetWire gave one, and g = s/b (its excess over 1 scaled by
+// share/Share while a whole stage takes a smaller share than Share of its
+// cycle; observeShare):
 //
 //	R = Max x (g - (1+Margin)) / Ramp, clamped to [0, Max].
 //
@@ -487,6 +548,9 @@ func (c *Controller) match(l time.Duration) Decision {
 	r := 0.0
 	if b > 0 {
 		g := c.smooth / b
+		if c.share >= 0 && c.share < c.cfg.Share {
+			g = 1 + (g-1)*c.share/c.cfg.Share
+		}
 		r = min(c.cfg.Max, max(0, c.cfg.Max*(g-(1+c.cfg.Margin))/c.cfg.Ramp))
 	} else if c.smooth > 0 {
 		r = c.cfg.Max

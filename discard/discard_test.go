@@ -36,6 +36,8 @@ func TestValidate(t *testing.T) {
 		{"K = 1", Config{History: 1}, "History"},
 		{"negative K", Config{History: -3}, "History"},
 		{"negative pending", Config{Pending: -1}, "Pending"},
+		{"share above 1", Config{Share: 1.5}, "Share"},
+		{"NaN share", Config{Share: math.NaN()}, "Share"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg)
@@ -579,6 +581,50 @@ func TestMatchReaction(t *testing.T) {
 		feed(ms, 20)
 		if r := feed(1500*time.Microsecond, 1); r != 0 {
 			t.Errorf("one stage 1.5x slower in calm: rate %v, want 0", r)
+		}
+	}
+}
+
+// TestMatchShare: RuleMatch weighs a link's slowdown by the share of its
+// cycle a whole stage takes. A link 4x slower than its baseline gets Max
+// when its stages are back to back (no cycle) or a fifth of a 2 s cycle;
+// with a 10 s cycle (a whole stage takes 4 % of it) the excess counts a
+// fifth: g = 1 + 3 x 0.04/0.2 = 1.6, R = 0.6 x 0.1/0.5 = 0.12. The share
+// is of the stage sent whole: the feedback's period is divided by 1 - R,
+// so discarding does not shrink it.
+func TestMatchShare(t *testing.T) {
+	for _, tc := range []struct {
+		cycle time.Duration
+		want  float64
+	}{{0, DefaultMax}, {2 * time.Second, DefaultMax}, {10 * time.Second, 0.12}} {
+		c, err := New(Recommended)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Like matchFeeder, but the receiver gets the packets not
+		// discarded, each taking perPacket.
+		feed := func(perPacket time.Duration, n int) float64 {
+			for range n {
+				c.SetCycle(tc.cycle)
+				s, r := c.Begin()
+				got := int(math.Round(100 * (1 - r)))
+				if err := c.Period(s, perPacket*time.Duration(got), got); err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Quality(s, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return c.Rate()
+		}
+		if r := feed(ms, 40); r != 0 {
+			t.Fatalf("cycle %v: calm rate %v", tc.cycle, r)
+		}
+		if r := feed(4*ms, 40); math.Abs(r-tc.want) > 0.005 {
+			t.Errorf("cycle %v: 4x slower: rate %v, want %v (share %v)", tc.cycle, r, tc.want, c.Stats().Share)
+		}
+		if st := c.Stats(); st.Cycle != tc.cycle || (tc.cycle > 0) != (st.Share > 0) {
+			t.Errorf("cycle %v: stats cycle %v share %v", tc.cycle, st.Cycle, st.Share)
 		}
 	}
 }

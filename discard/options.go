@@ -7,7 +7,7 @@ import (
 )
 
 // OptionKeys lists the keys ParseOptions accepts, with the field each sets.
-var OptionKeys = []string{"initial (Initial)", "up (Up)", "down (Down)", "th1 (QualityThreshold)", "th2 (DelayThreshold)", "max (Max)", "k (History)", "pending (Pending)", "raw (RawPeriod)", "rule (Rule: patent or match)", "window (Window)", "margin (Margin)", "ramp (Ramp)", "rise (Rise)", "cap (CalmCap)"}
+var OptionKeys = []string{"initial (Initial)", "up (Up)", "down (Down)", "th1 (QualityThreshold)", "th2 (DelayThreshold)", "max (Max)", "k (History)", "pending (Pending)", "raw (RawPeriod)", "rule (Rule: patent or match)", "window (Window)", "margin (Margin)", "ramp (Ramp)", "rise (Rise)", "cap (CalmCap)", "share (Share)"}
 
 // ParseOptions sets fields of c from a comma-separated list of key=value
 // pairs (see OptionKeys), e.g. "up=0.2,down=0.02,k=4", and validates the
@@ -42,12 +42,12 @@ func ParseOptions(s string, c Config) (Config, error) {
 			c.Rule = strings.ToLower(v)
 		case "raw":
 			c.RawPeriod, err = strconv.ParseBool(v)
-		case "initial", "up", "down", "th1", "th2", "max", "margin", "ramp", "rise", "cap":
+		case "initial", "up", "down", "th1", "th2", "max", "margin", "ramp", "rise", "cap", "share":
 			var f float64
 			if f, err = strconv.ParseFloat(v, 64); err == nil {
 				*map[string]*float64{"initial": &c.Initial, "up": &c.Up, "down": &c.Down,
 					"th1": &c.QualityThreshold, "th2": &c.DelayThreshold, "max": &c.Max, "margin": &c.Margin,
-					"ramp": &c.Ramp, "rise": &c.Rise, "cap": &c.CalmCap}[k] = f
+					"ramp": &c.Ramp, "rise": &c.Rise, "cap": &c.CalmCap, "share": &c.Share}[k] = f
 			}
 		default:
 			return c, fmt.Errorf("%w: unknown key %q; allowed: %s", ErrConfig, k, strings.Join(OptionKeys, ", "))

@@ -12,12 +12,12 @@ func TestParseOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{Initial: 0.1, Up: 0.2, Down: 0.02, QualityThreshold: 0.01, DelayThreshold: 0.5, Max: 0.6, History: 4, Pending: 8, RawPeriod: true,
-		Rule: RulePatent, Window: DefaultWindow, Margin: DefaultMargin, Ramp: DefaultRamp, Rise: DefaultRise, CalmCap: DefaultCalmCap}
+		Rule: RulePatent, Window: DefaultWindow, Margin: DefaultMargin, Ramp: DefaultRamp, Rise: DefaultRise, CalmCap: DefaultCalmCap, Share: DefaultShare}
 	if c != want {
 		t.Fatalf("got %+v, want %+v", c, want)
 	}
-	if c, err := ParseOptions("rule=Match,window=50,margin=0.1,ramp=2,rise=0.25,cap=3", Config{}); err != nil || c.Rule != RuleMatch || c.Window != 50 || c.Margin != 0.1 ||
-		c.Ramp != 2 || c.Rise != 0.25 || c.CalmCap != 3 {
+	if c, err := ParseOptions("rule=Match,window=50,margin=0.1,ramp=2,rise=0.25,cap=3,share=0.5", Config{}); err != nil || c.Rule != RuleMatch || c.Window != 50 || c.Margin != 0.1 ||
+		c.Ramp != 2 || c.Rise != 0.25 || c.CalmCap != 3 || c.Share != 0.5 {
 		t.Fatalf("match options: %+v %v", c, err)
 	}
 	if c, err := ParseOptions("", Config{Up: 0.3}); err != nil || c.Up != 0.3 || c.Max != DefaultMax {
@@ -37,6 +37,8 @@ func TestParseOptions(t *testing.T) {
 		{"ramp=-1", "Ramp = -1"},
 		{"rise=1.5", "Rise = 1.5"},
 		{"cap=0.5", "CalmCap = 0.5"},
+		{"share=1.5", "Share = 1.5"},
+		{"share=-0.1", "Share = -0.1"},
 	} {
 		_, err := ParseOptions(tc.in, Config{})
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.msg) {
