@@ -65,9 +65,10 @@ type Conn struct {
 	peerMax   uint64     // the largest message the peer accepts
 	peer      peerParams // what the peer announced; rejoins must match it
 	hooks     connHooks
-	// layerStats adds the telemetry of a layer running over the Conn (a
-	// StageConn) to Stats; set by that layer, which the Conn does not know.
-	layerStats atomic.Pointer[func(*Stats)]
+	// stageStats gives Stats.Stages: the telemetry of the loss-tolerant
+	// stage connection running over the Conn (SetStageStats), a layer the
+	// Conn does not know.
+	stageStats atomic.Pointer[func() StageStats]
 
 	// Lock order: a rail's rdMu, then that rail's wmu, then mu, then rmu
 	// (nothing holding mu or rmu waits for a rail's locks; mu and rmu are
@@ -287,9 +288,20 @@ func (c *Conn) Close() error {
 	return c.lost
 }
 
-// nominalBps is the sum of the rails' nominal rates (Rail.Bandwidth),
-// 0 when none is known.
-func (c *Conn) nominalBps() float64 {
+// SetStageStats makes Stats report f() as Stages: the telemetry of the
+// loss-tolerant stage connection running over c (lossy.NewStageConn calls
+// it; with several, the last one's). nil stops it.
+func (c *Conn) SetStageStats(f func() StageStats) {
+	if f == nil {
+		c.stageStats.Store(nil)
+		return
+	}
+	c.stageStats.Store(&f)
+}
+
+// NominalBps is the sum of the rails' nominal rates in bit/s
+// (Rail.Bandwidth), 0 when none is known.
+func (c *Conn) NominalBps() float64 {
 	var bps float64
 	for _, r := range c.rails {
 		bps += r.nominal

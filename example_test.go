@@ -296,47 +296,6 @@ func ExampleConfig() {
 	// tiny segments are a config error: true
 }
 
-// Loss-tolerant stages over a connection: the sender's discard rate starts
-// at 0 and follows the receiver's feedback (here a fixed 30 % from the
-// first feedback on, for a deterministic output).
-func ExampleStageConn() {
-	ctx := context.Background()
-	ln, err := multirail.Listen("127.0.0.1:0", multirail.Config{Token: token})
-	if err != nil {
-		panic(err)
-	}
-	defer ln.Close()
-	accepted := make(chan *multirail.Conn)
-	go func() { c, _ := ln.Accept(ctx); accepted <- c }()
-	c, err := multirail.Dial(ctx, multirail.Config{Token: token, Rails: []multirail.Rail{{Addr: ln.Addr().String()}}})
-	if err != nil {
-		panic(err)
-	}
-	cfg := multirail.StageConfig{Seed: 7}
-	cfg.Discard.Initial, cfg.Discard.DelayThreshold = 0.3, 1000
-	snd, _ := multirail.NewStageConn(c, cfg)
-	rcv, _ := multirail.NewStageConn(<-accepted, cfg)
-	defer snd.Close()
-	defer rcv.Close()
-
-	packets := make([][]byte, 20)
-	for i := range packets {
-		packets[i] = []byte{byte(i)}
-	}
-	for range 2 {
-		sent, _ := snd.Send(ctx, packets)
-		st, _ := rcv.Recv(ctx)
-		_ = rcv.ReportQuality(ctx, st.Number, 1)
-		fmt.Printf("stage %d: rate %.1f, %d of %d packets arrived\n", st.Number, sent.Rate, st.Received, len(st.Packets))
-		for snd.Stats().Controller.Applied <= st.Number {
-			time.Sleep(time.Millisecond) // wait for the feedback
-		}
-	}
-	// Output:
-	// stage 0: rate 0.0, 20 of 20 packets arrived
-	// stage 1: rate 0.3, 14 of 20 packets arrived
-}
-
 // NewListener serves a listener the caller made: here a TCP socket opened
 // with options of one's own (net.ListenConfig); an inherited socket or an
 // in-memory listener for tests works the same way. Dialing through

@@ -5,6 +5,8 @@ package multirail
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/multirail/multirail/lossy/discard"
 )
 
 // RecentChoices is how many of the scheduler's latest rail choices
@@ -191,8 +193,9 @@ func (p *pathCounters) snapshot() PathStats {
 // serialises the scheduler's calls.
 func (c *Conn) Stats() Stats {
 	var st Stats
-	if f := c.layerStats.Load(); f != nil {
-		(*f)(&st)
+	if f := c.stageStats.Load(); f != nil {
+		ss := (*f)()
+		st.Stages = &ss
 	}
 	c.mu.Lock()
 	st.Scheduler.Name = c.sch.Name()
@@ -262,4 +265,32 @@ func (c *Conn) Stats() Stats {
 	c.rmu.Unlock()
 	st.Path = c.path.snapshot()
 	return st
+}
+
+// StageStats is the telemetry of a loss-tolerant stage connection
+// (lossy.StageConn) running over a Conn: both directions, the sender's
+// controller and the feedback it got.
+type StageStats struct {
+	// Rate is the discard rate the next stage will be sent with.
+	Rate float64
+	// StagesSent, PacketsSent and PacketsDropped count what Send did.
+	StagesSent     uint64
+	PacketsSent    uint64
+	PacketsDropped uint64
+	// Controller is the discard controller's state: decisions, the last
+	// applied feedback (Period, Quality, Received) and the feedback it
+	// ignored (Stale, Unknown, Invalid) or never got (Expired).
+	Controller discard.Stats
+	// FeedbackIgnored counts feedback for stages this side never sent,
+	// sent whole (SendPartWhole) or sent too long ago to remember.
+	FeedbackIgnored uint64
+	// StagesReceived, PacketsReceived and LastPeriod describe the stages
+	// received; QualitiesReported counts ReportQuality calls.
+	StagesReceived    uint64
+	PacketsReceived   uint64
+	LastPeriod        time.Duration
+	QualitiesReported uint64
+	// RecentRates holds the rates of the last (up to) RecentChoices stages
+	// sent, oldest first.
+	RecentRates []float64
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/comm"
+	"github.com/multirail/multirail/lossy"
 )
 
 // The codes of enum mr_code (0 or negative).
@@ -78,7 +79,7 @@ func codeAt(err error, ph phase) (int32, string) {
 }
 
 func classify(err error, ph phase) int32 {
-	isConfig := errors.Is(err, comm.ErrConfig) || errors.Is(err, multirail.ErrConfig)
+	isConfig := errors.Is(err, comm.ErrConfig) || errors.Is(err, multirail.ErrConfig) || errors.Is(err, lossy.ErrConfig)
 	if ph == phaseStart {
 		switch {
 		case isConfig:

@@ -10,7 +10,8 @@ import (
 
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/comm"
-	"github.com/multirail/multirail/discard"
+	"github.com/multirail/multirail/lossy"
+	"github.com/multirail/multirail/lossy/discard"
 )
 
 // configKeys are the keys config_json may hold (multirail.h).
@@ -146,9 +147,9 @@ func ParseConfig(s string) (comm.Config, error) {
 var lossyKeys = []string{"error_feedback", "packet_floats"}
 
 // ParseLossyOpts reads opts_json of mr_lossy_allreduce ("" means
-// defaults) into a comm.RingConfig. The error wraps comm.ErrConfig.
-func ParseLossyOpts(s string) (comm.RingConfig, error) {
-	var rc comm.RingConfig
+// defaults) into a lossy.Config. The error wraps comm.ErrConfig.
+func ParseLossyOpts(s string) (lossy.Config, error) {
+	var rc lossy.Config
 	const what = "opts_json"
 	m, err := jsonObject(what, s, lossyKeys)
 	if err == nil {
@@ -158,7 +159,7 @@ func ParseLossyOpts(s string) (comm.RingConfig, error) {
 		err = field(what, m, "packet_floats", &rc.PacketFloats)
 	}
 	if err == nil && (rc.PacketFloats < 0 || rc.PacketFloats > 1<<20) {
-		err = fmt.Errorf("%s: \"packet_floats\": %d; allowed: 1..1048576 (0: default %d)", what, rc.PacketFloats, comm.DefaultPacketFloats)
+		err = fmt.Errorf("%s: \"packet_floats\": %d; allowed: 1..1048576 (0: default %d)", what, rc.PacketFloats, lossy.DefaultPacketFloats)
 	}
 	if err != nil {
 		return rc, fmt.Errorf("%w: %w", comm.ErrConfig, err)

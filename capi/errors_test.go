@@ -11,7 +11,7 @@ import (
 
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/comm"
-	"github.com/multirail/multirail/discard"
+	"github.com/multirail/multirail/lossy/discard"
 )
 
 func TestBadArguments(t *testing.T) {

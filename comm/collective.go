@@ -11,6 +11,7 @@ import (
 
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/comm/internal/coll"
+	"github.com/multirail/multirail/lossy"
 )
 
 // Number is the element type of the collectives. Other types (bool,
@@ -95,7 +96,7 @@ type CollOption func(*collOpts)
 
 type collOpts struct {
 	algo   Algo
-	lossy  *RingConfig
+	lossy  *lossy.Config
 	stream uint64
 	dtype  uint8 // the element type the header names, when not the buffer's (DType)
 }
@@ -110,7 +111,7 @@ func WithAlgo(a Algo) CollOption { return func(o *collOpts) { o.algo = a } }
 // with packets discarded at a rate steered by the receivers' feedback
 // (Config.Stage) and the gaps filled without bias. cfg.Op must be Sum or Mean. Report the quality of
 // each result with Comm.ReportQuality.
-func LossTolerant(cfg RingConfig) CollOption {
+func LossTolerant(cfg lossy.Config) CollOption {
 	return func(o *collOpts) { c := cfg; o.lossy = &c }
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/emu"
+	"github.com/multirail/multirail/lossy"
 )
 
 // AnySource and AnyTag match a message from any rank or with any tag.
@@ -43,7 +44,26 @@ var (
 	// ErrBootstrap is wrapped by every error of Init and Start before the
 	// communicator is up (detection, rendezvous, connections).
 	ErrBootstrap = errors.New("comm: bootstrap failed")
+	// ErrConfig is wrapped by every configuration error, those of the
+	// loss-tolerant allreduce (lossy.ErrConfig) included.
+	ErrConfig = errors.New("comm: invalid config")
 )
+
+// lossyConfigError is an error of package lossy's configuration, seen
+// through the communicator: it is both lossy.ErrConfig and ErrConfig.
+type lossyConfigError struct{ err error }
+
+func (e lossyConfigError) Error() string   { return e.err.Error() }
+func (e lossyConfigError) Unwrap() []error { return []error{e.err, ErrConfig} }
+
+// wrapLossy makes an error of package lossy's configuration one of the
+// communicator's too (ErrConfig); other errors pass as they are.
+func wrapLossy(err error) error {
+	if errors.Is(err, lossy.ErrConfig) && !errors.Is(err, ErrConfig) {
+		return lossyConfigError{err}
+	}
+	return err
+}
 
 // PeerError is the error of an operation that failed because of another
 // rank: its connection ended, it reported a failure of a collective, or it
@@ -266,7 +286,7 @@ type peer struct {
 	room   chan struct{} // signalled when held shrinks
 	err    error         // why the connection ended; nil while it runs
 	done   chan struct{} // closed when the connection ended
-	stages map[uint32]*multirail.StageConn
+	stages map[uint32]*lossy.StageConn
 }
 
 // RailInfo describes one rail of a peer connection.
@@ -311,7 +331,7 @@ func (w *world) close() error {
 	for _, cs := range w.ctxs {
 		cs.failLocked(ErrClosed, true)
 	}
-	var stages []*multirail.StageConn
+	var stages []*lossy.StageConn
 	for _, p := range w.peers {
 		if p != nil {
 			for _, s := range p.stages {
@@ -533,7 +553,7 @@ func (w *world) peerDone(p *peer, err error) {
 			cs.peerDoneLocked(p)
 		}
 	}
-	stages := make([]*multirail.StageConn, 0, len(p.stages))
+	stages := make([]*lossy.StageConn, 0, len(p.stages))
 	for _, s := range p.stages {
 		stages = append(stages, s)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/comm/internal/coll"
 	"github.com/multirail/multirail/emu"
+	"github.com/multirail/multirail/lossy"
 )
 
 // Defaults for the zero values of Config.
@@ -86,7 +87,7 @@ type Config struct {
 	// Stage is the template of the loss-tolerant stage connections (the
 	// discard controller's constants and seed); Shared and the tags are
 	// set by the communicator.
-	Stage multirail.StageConfig
+	Stage lossy.StageConfig
 	// RailRates are the rates of this host's NICs in bits per second, by
 	// interface name (Init: MULTIRAIL_RAIL_RATES, e.g.
 	// "rail0=200mbit,rail1=100mbit"). A rail to another host gets its

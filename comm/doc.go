@@ -54,43 +54,16 @@
 //
 // # Loss-tolerant allreduce
 //
-// Allreduce of float32 with the LossTolerant option runs a Transpose: each
-// rank owns one chunk of the vector; every rank sends its values of each
-// chunk straight to the chunk's owner (reduce-scatter), then every owner
-// sends its result straight to every rank (allgather). Each peer link
-// carries one stage of two parts per call, packets of
-// RingConfig.PacketFloats values, over multirail.StageConns that share the
-// peer connections (reserved tags). The sender discards a fraction of
-// every part's packets, steered by the receiver's feedback, and the
-// receiver corrects for it without bias whatever the ranks' inputs:
-//
-//   - discard.Select drops d of a part's n packets, every packet with
-//     probability exactly d/n; the receiver sees n and d, so it knows the
-//     rate R = d/n each packet was exposed to;
-//   - a discarded packet removes exactly one rank's values of one packet.
-//     The owner fills it with b times its own values v_o and counts one
-//     that arrived as (v - R b v_o)/(1 - R): the expectation is v either
-//     way, for any b fixed before the draw. RingConfig.Fill chooses b:
-//     FillShrunk (the default) estimates the b of least variance,
-//     <v, v_o>/<v_o, v_o>, per peer and range of packets from the earlier
-//     calls' arrived packets; FillOwn is b = 1 (a control variate, best
-//     where the ranks' values are alike), FillNone b = 0 (plain
-//     inverse-probability weighting, best where they are independent
-//     noise);
-//   - in the allgather a missing result is filled with b times N times
-//     the receiver's own values (its own estimate of the sum) and one that
-//     arrived is corrected the same way, so each rank's result is unbiased
-//     too, though the ranks' results differ where packets went missing;
-//   - with RingConfig.ErrorFeedback a sender keeps the values it discarded
-//     and adds them to the same positions for the same owner in the next
-//     call, and the owner counts what arrived as it is: every contribution
-//     counts once, late if it was discarded.
-//
-// RingConfig.Ring selects the older Ring instead (reduce-scatter and
-// allgather around the ring, 2(N-1) hops of one stage). It needs only the
-// neighbours' connections, but a packet its reduce-scatter discards holds
-// the partial sum of several ranks and the owner's own value never drops:
-// on inputs that differ by rank (non-IID data) its results are biased.
+// Allreduce of float32 with the LossTolerant option runs package lossy's
+// Transpose (or, with lossy.Config.Ring, its older Ring) over
+// lossy.StageConns that share the peer connections on reserved tags, one
+// per peer and communicator stream: the sender discards a fraction of
+// every stage's packets, steered by the receiver's feedback, and the
+// receiver corrects for it without bias whatever the ranks' inputs (see
+// package lossy for the algorithm and its estimator). The communicator
+// only wires it: the stage connections (Config.Stage is their template),
+// the tags, one reducer per stream, failures of other ranks interrupting
+// a call.
 //
 // WithStream keys all of this state (controllers, residuals, the stages
 // a quality report is for) by a stream id, so that independent sequences
@@ -100,11 +73,8 @@
 // Over a loss-tolerant transport the ranks' results may differ where
 // packets were missing. With nothing discarded, the result is the exact
 // one. After each loss-tolerant Allreduce the application reports the
-// quality of the result with Comm.ReportQuality (Transpose.ReportQuality),
-// which the controllers of the ranks that sent to it use to set their
-// discard rates. A Transpose can also run on its own over a MeshTransport
-// (StageMesh or MemMesh), a Ring over a RingTransport (StageLink, ConnLink
-// or MemRing).
+// quality of the result with Comm.ReportQuality, which the controllers of
+// the ranks that sent to it use to set their discard rates.
 //
 // # What the caller must do
 //

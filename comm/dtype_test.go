@@ -16,6 +16,7 @@ import (
 
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/comm/launch"
+	"github.com/multirail/multirail/lossy"
 )
 
 func TestFloat16RoundTrip(t *testing.T) {
@@ -295,7 +296,7 @@ func TestBytesRefusals(t *testing.T) {
 		{"bool mean", AllreduceBytes(ctx, cs[0], Bool, make([]byte, 8), Mean)},
 		{"unknown type", AllreduceBytes(ctx, cs[0], DType(42), make([]byte, 8), Sum)},
 		{"partial element", AllreduceBytes(ctx, cs[0], Int32, make([]byte, 6), Sum)},
-		{"lossy int", AllreduceBytes(ctx, cs[0], Int32, make([]byte, 8), Sum, LossTolerant(RingConfig{}))},
+		{"lossy int", AllreduceBytes(ctx, cs[0], Int32, make([]byte, 8), Sum, LossTolerant(lossy.Config{}))},
 	} {
 		if !errors.Is(c.err, ErrConfig) {
 			t.Errorf("%s: got %v, want ErrConfig", c.name, c.err)
@@ -516,7 +517,7 @@ func TestGroupWithoutCommunication(t *testing.T) {
 func TestLossyStreamsKeepTheirOwnState(t *testing.T) {
 	const n = 3
 	cs := local(t, n, Config{})
-	cfg := RingConfig{PacketFloats: 4, ErrorFeedback: true}
+	cfg := lossy.Config{PacketFloats: 4, ErrorFeedback: true}
 	each(t, cs, func(ctx context.Context, c *Comm) error {
 		for round := range 3 {
 			for _, s := range []uint64{7, 0, 1 << 40} {
@@ -562,7 +563,7 @@ func TestLossyStreamCollisionRefused(t *testing.T) {
 	c.w.mu.Unlock()
 	c.ranks = append(c.ranks, 0) // pretend two ranks so that keys are taken
 	defer func() { c.ranks = c.ranks[:1] }()
-	_, err := c.newLossy(RingConfig{}, s)
+	_, err := c.newLossy(lossy.Config{}, s)
 	if !errors.Is(err, ErrConfig) {
 		t.Fatalf("stream %d colliding with stream 0: %v, want ErrConfig", s, err)
 	}

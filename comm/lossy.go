@@ -9,6 +9,7 @@ import (
 
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/comm/internal/coll"
+	"github.com/multirail/multirail/lossy"
 )
 
 // Loss-tolerant allreduce over the communicator's connections: every peer
@@ -16,15 +17,8 @@ import (
 // communicator on reserved tags.
 
 type lossyState struct {
-	red lossyReducer
-	cfg RingConfig
-}
-
-// lossyReducer is a Ring or a Transpose.
-type lossyReducer interface {
-	Allreduce(ctx context.Context, x []float32) error
-	ReportQuality(ctx context.Context, q float64) error
-	Stats() RingStats
+	red lossy.Allreducer
+	cfg lossy.Config
 }
 
 // stageKey is the part of a communicator id and stream the stage tags
@@ -58,7 +52,7 @@ func stageTags(key uint32) (packet, feedback uint32) {
 
 // stageConnLocked returns p's stage connection for communicator key,
 // creating it when needed.
-func (w *world) stageConnLocked(p *peer, key uint32) (*multirail.StageConn, error) {
+func (w *world) stageConnLocked(p *peer, key uint32) (*lossy.StageConn, error) {
 	if s := p.stages[key]; s != nil {
 		return s, nil
 	}
@@ -70,12 +64,12 @@ func (w *world) stageConnLocked(p *peer, key uint32) (*multirail.StageConn, erro
 		cfg.Logger = w.log
 	}
 	cfg.Logger = cfg.Logger.With("peer", p.rank)
-	s, err := multirail.NewStageConn(p.conn, cfg)
+	s, err := lossy.NewStageConn(p.conn, cfg)
 	if err != nil {
 		return nil, err
 	}
 	if p.stages == nil {
-		p.stages = make(map[uint32]*multirail.StageConn)
+		p.stages = make(map[uint32]*lossy.StageConn)
 	}
 	p.stages[key] = s
 	if p.err != nil {
@@ -100,16 +94,13 @@ func (w *world) deliverStage(ctx context.Context, p *peer, m multirail.Message) 
 	return s.Deliver(ctx, multirail.Message{Tag: m.Tag, Data: m.Data})
 }
 
-// stageLink is the ring's transport over two stage connections.
-type stageLink = StageLink
-
 func (c *Comm) lossyAllreduce(ctx context.Context, buf any, dtype uint8, op Op, o collOpts) error {
 	x, ok := buf.([]float32)
 	if !ok || dtype != dtFloat32 {
 		return fmt.Errorf("%w: allreduce: the LossTolerant option needs []float32, got %s", ErrConfig, dtypeName(dtype))
 	}
 	cfg := *o.lossy
-	cfg.Op = op
+	cfg.Mean = op == Mean
 	return c.collective(ctx, CollAllreduce, dtype, 4, op, -1, len(x), collOpts{algo: AlgoRing}, func(_ coll.Transport, _ Algo) error {
 		if op != Sum && op != Mean {
 			return fmt.Errorf("%w: allreduce: LossTolerant takes op sum or mean, got %s", ErrConfig, op)
@@ -118,7 +109,7 @@ func (c *Comm) lossyAllreduce(ctx context.Context, buf any, dtype uint8, op Op, 
 		if l == nil || l.cfg != cfg {
 			red, err := c.newLossy(cfg, o.stream)
 			if err != nil {
-				return err
+				return wrapLossy(err)
 			}
 			l = &lossyState{red: red, cfg: cfg}
 			if c.lossy == nil {
@@ -152,13 +143,13 @@ func (c *Comm) lossyAllreduce(ctx context.Context, buf any, dtype uint8, op Op, 
 // newLossy builds this rank's side of the loss-tolerant allreduce: a
 // Transpose over a stage connection to every peer, or with cfg.Ring a Ring
 // over the neighbours'.
-func (c *Comm) newLossy(cfg RingConfig, stream uint64) (lossyReducer, error) {
+func (c *Comm) newLossy(cfg lossy.Config, stream uint64) (lossy.Allreducer, error) {
 	n := len(c.ranks)
 	if n == 1 {
 		if cfg.Ring {
-			return NewRing(0, 1, nil, cfg)
+			return lossy.NewRing(0, 1, nil, cfg)
 		}
-		return NewTranspose(0, 1, nil, cfg)
+		return lossy.NewTranspose(0, 1, nil, cfg)
 	}
 	w := c.w
 	w.mu.Lock()
@@ -181,9 +172,9 @@ func (c *Comm) newLossy(cfg RingConfig, stream uint64) (lossyReducer, error) {
 		if err != nil {
 			return nil, err
 		}
-		return NewRing(c.rank, n, stageLink{Next: next, Prev: prev}, cfg)
+		return lossy.NewRing(c.rank, n, lossy.StageLink{Next: next, Prev: prev}, cfg)
 	}
-	mesh := make(StageMesh, n)
+	mesh := make(lossy.StageMesh, n)
 	for i, r := range c.ranks {
 		if i == c.rank {
 			continue
@@ -194,7 +185,7 @@ func (c *Comm) newLossy(cfg RingConfig, stream uint64) (lossyReducer, error) {
 		}
 		mesh[i] = s
 	}
-	return NewTranspose(c.rank, n, mesh, cfg)
+	return lossy.NewTranspose(c.rank, n, mesh, cfg)
 }
 
 // stageOwner is the communicator and stream whose stages a key carries.
@@ -202,18 +193,18 @@ type stageOwner struct{ id, stream uint64 }
 
 // LossyStats returns the counters of this rank's loss-tolerant Allreduce
 // calls on c's stream 0 (packets sent, discarded, received, missing), zero
-// before the first. A call with another RingConfig than the last starts
+// before the first. A call with another lossy.Config than the last starts
 // them anew.
-func (c *Comm) LossyStats() RingStats { return c.LossyStatsStream(0) }
+func (c *Comm) LossyStats() lossy.Stats { return c.LossyStatsStream(0) }
 
 // LossyStatsStream is LossyStats of one stream (WithStream).
-func (c *Comm) LossyStatsStream(stream uint64) RingStats {
+func (c *Comm) LossyStatsStream(stream uint64) lossy.Stats {
 	c.collMu.Lock()
 	defer c.collMu.Unlock()
 	if l := c.lossy[stream]; l != nil {
 		return l.red.Stats()
 	}
-	return RingStats{}
+	return lossy.Stats{}
 }
 
 // ReportQuality reports the quality of the last loss-tolerant Allreduce's

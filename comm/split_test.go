@@ -7,8 +7,8 @@ import (
 	"math"
 	"testing"
 
-	"github.com/multirail/multirail"
-	"github.com/multirail/multirail/discard"
+	"github.com/multirail/multirail/lossy"
+	"github.com/multirail/multirail/lossy/discard"
 )
 
 func TestSplit(t *testing.T) {
@@ -64,8 +64,8 @@ func TestSplit(t *testing.T) {
 // the ring on request) as an option of Allreduce, over stage connections
 // that share the peer connections with everything else: with nothing
 // discarded (StageConfig.Reliable) it equals the exact mean. (Discarding
-// and bias are tested on Transpose and Ring themselves, over MemMesh and
-// MemRing, and below.)
+// and bias are tested on Transpose and Ring themselves, over lossy.MemMesh and
+// lossy.MemRing, and below.)
 func TestLossTolerantOption(t *testing.T) {
 	for _, ring := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ring=%v", ring), func(t *testing.T) { lossTolerantExact(t, ring) })
@@ -73,7 +73,7 @@ func TestLossTolerantOption(t *testing.T) {
 }
 
 func lossTolerantExact(t *testing.T, ring bool) {
-	cs := local(t, 3, Config{Stage: multirail.StageConfig{Reliable: true}})
+	cs := local(t, 3, Config{Stage: lossy.StageConfig{Reliable: true}})
 	each(t, cs, func(ctx context.Context, c *Comm) error {
 		for call := range 3 {
 			x := make([]float32, 5000)
@@ -85,7 +85,7 @@ func lossTolerantExact(t *testing.T, ring bool) {
 				}
 				want[i] /= float32(c.Size())
 			}
-			if err := Allreduce(ctx, c, x, Mean, LossTolerant(RingConfig{PacketFloats: 256, Ring: ring})); err != nil {
+			if err := Allreduce(ctx, c, x, Mean, LossTolerant(lossy.Config{PacketFloats: 256, Ring: ring})); err != nil {
 				return err
 			}
 			for i := range x {
@@ -114,7 +114,7 @@ func lossTolerantExact(t *testing.T, ring bool) {
 // such data: TestRingBiasedOnNonIID.)
 func TestLossTolerantDiscards(t *testing.T) {
 	const calls, n = 40, 4096
-	cs := local(t, 4, Config{Stage: multirail.StageConfig{Discard: discard.Config{Initial: 0.5, Max: 0.6}}})
+	cs := local(t, 4, Config{Stage: lossy.StageConfig{Discard: discard.Config{Initial: 0.5, Max: 0.6}}})
 	each(t, cs, func(ctx context.Context, c *Comm) error {
 		sum, differ := 0.0, 0
 		for range calls {
@@ -122,7 +122,7 @@ func TestLossTolerantDiscards(t *testing.T) {
 			for i := range x {
 				x[i] = float32(c.Rank() + 1)
 			}
-			if err := Allreduce(ctx, c, x, Mean, LossTolerant(RingConfig{PacketFloats: 64})); err != nil {
+			if err := Allreduce(ctx, c, x, Mean, LossTolerant(lossy.Config{PacketFloats: 64})); err != nil {
 				return err
 			}
 			for _, v := range x {
@@ -152,12 +152,12 @@ func TestLossTolerantDiscards(t *testing.T) {
 // on stage connections already open and on those opened later, and
 // refuses a rate outside [0, 1).
 func TestSetFixedRate(t *testing.T) {
-	cs := local(t, 3, Config{Stage: multirail.StageConfig{Discard: discard.Config{Initial: 0.05}}})
+	cs := local(t, 3, Config{Stage: lossy.StageConfig{Discard: discard.Config{Initial: 0.05}}})
 	each(t, cs, func(ctx context.Context, c *Comm) error {
 		x := make([]float32, 3*64*20)
 		rate := func() (float64, error) {
 			before := c.LossyStats()
-			if err := Allreduce(ctx, c, x, Mean, LossTolerant(RingConfig{PacketFloats: 64})); err != nil {
+			if err := Allreduce(ctx, c, x, Mean, LossTolerant(lossy.Config{PacketFloats: 64})); err != nil {
 				return 0, err
 			}
 			st := c.LossyStats()

@@ -1,5 +1,5 @@
 // Package stream sends a byte stream (a file, a media stream) as blocks
-// over a multirail.StageConn, where a block may lose a bounded share of its
+// over a lossy.StageConn, where a block may lose a bounded share of its
 // packets: the content-distribution case of JP7684261B2, each block one
 // stage.
 //

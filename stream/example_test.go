@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/multirail/multirail"
+	"github.com/multirail/multirail/lossy"
 	"github.com/multirail/multirail/stream"
 )
 
@@ -27,10 +28,10 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	cfg := multirail.StageConfig{}
+	cfg := lossy.StageConfig{}
 	cfg.Discard.Max = 0.1 // the bound on each block's loss
-	snd, _ := multirail.NewStageConn(c, cfg)
-	rcv, _ := multirail.NewStageConn(<-accepted, cfg)
+	snd, _ := lossy.NewStageConn(c, cfg)
+	rcv, _ := lossy.NewStageConn(<-accepted, cfg)
 	defer snd.Close()
 	defer rcv.Close()
 

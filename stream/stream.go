@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/multirail/multirail"
+	"github.com/multirail/multirail/lossy"
 )
 
 // Defaults for the zero values of Config.
@@ -73,7 +73,7 @@ type SendStats struct {
 
 // Send reads r to its end and sends it as blocks over sc, then an empty
 // block that marks the end.
-func Send(ctx context.Context, sc *multirail.StageConn, r io.Reader, cfg Config) (SendStats, error) {
+func Send(ctx context.Context, sc *lossy.StageConn, r io.Reader, cfg Config) (SendStats, error) {
 	var st SendStats
 	cfg, err := cfg.validate()
 	if err != nil {
@@ -109,7 +109,7 @@ type ReceiveStats struct {
 // Receive writes the stream sent by Send on sc's peer to w, concealing
 // missing packets, and reports each block's quality. It returns at the
 // end-of-stream block.
-func Receive(ctx context.Context, sc *multirail.StageConn, w io.Writer, cfg Config) (ReceiveStats, error) {
+func Receive(ctx context.Context, sc *lossy.StageConn, w io.Writer, cfg Config) (ReceiveStats, error) {
 	st := ReceiveStats{WorstBlockShare: 1}
 	cfg, err := cfg.validate()
 	if err != nil {

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/multirail/multirail"
-	"github.com/multirail/multirail/discard"
 	"github.com/multirail/multirail/emu"
 	"github.com/multirail/multirail/internal/topo"
+	"github.com/multirail/multirail/lossy"
+	"github.com/multirail/multirail/lossy/discard"
 	"go.uber.org/goleak"
 )
 
@@ -19,18 +19,18 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // pair returns two StageConns joined by a multirail connection of two
 // loopback rails.
-func pair(t *testing.T, cfg multirail.StageConfig) (*multirail.StageConn, *multirail.StageConn) {
+func pair(t *testing.T, cfg lossy.StageConfig) (*lossy.StageConn, *lossy.StageConn) {
 	t.Helper()
 	p, err := topo.NewPair(context.Background(), topo.PairConfig{Rails: []emu.Spec{{Kind: emu.KindLoop}, {Kind: emu.KindLoop}}, CloseListener: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, b := p.Dialer, p.Acceptor
-	sa, err := multirail.NewStageConn(a, cfg)
+	sa, err := lossy.NewStageConn(a, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, err := multirail.NewStageConn(b, cfg)
+	sb, err := lossy.NewStageConn(b, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func pair(t *testing.T, cfg multirail.StageConfig) (*multirail.StageConn, *multi
 	return sa, sb
 }
 
-func transfer(t *testing.T, scfg multirail.StageConfig, cfg Config, data []byte) ([]byte, SendStats, ReceiveStats, *multirail.StageConn) {
+func transfer(t *testing.T, scfg lossy.StageConfig, cfg Config, data []byte) ([]byte, SendStats, ReceiveStats, *lossy.StageConn) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -75,7 +75,7 @@ func randomData(n int) []byte {
 func TestReliable(t *testing.T) {
 	for _, n := range []int{0, 1, 4095, 4096, 65536, 300_001} {
 		data := randomData(n)
-		out, st, rst, _ := transfer(t, multirail.StageConfig{Reliable: true}, Config{BlockSize: 64 << 10, PacketSize: 4096}, data)
+		out, st, rst, _ := transfer(t, lossy.StageConfig{Reliable: true}, Config{BlockSize: 64 << 10, PacketSize: 4096}, data)
 		if !bytes.Equal(out, data) {
 			t.Fatalf("%d bytes: output differs (%d bytes)", n, len(out))
 		}
@@ -92,7 +92,7 @@ func TestBoundedLoss(t *testing.T) {
 	data := randomData(2 << 20)
 	const bound = 0.2
 	cfg := Config{BlockSize: 128 << 10, PacketSize: 2048}
-	out, st, rst, sa := transfer(t, multirail.StageConfig{Seed: 3, Discard: discard.Config{Initial: bound, Max: bound, DelayThreshold: 1e9}}, cfg, data)
+	out, st, rst, sa := transfer(t, lossy.StageConfig{Seed: 3, Discard: discard.Config{Initial: bound, Max: bound, DelayThreshold: 1e9}}, cfg, data)
 	if len(out) != len(data) {
 		t.Fatalf("%d bytes out of %d", len(out), len(data))
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/multirail/multirail/comm"
 	"github.com/multirail/multirail/emu"
+	"github.com/multirail/multirail/lossy"
 )
 
 // commExchanger is RunRank's exchanger: the communicator's exact Allreduce
@@ -17,7 +18,7 @@ import (
 type commExchanger struct {
 	c     *comm.Comm
 	lossy bool
-	cfg   comm.RingConfig
+	cfg   lossy.Config
 	// phases, when set, pins the rate by phase of the emulated load
 	// (Options.PhaseRates) counted from start.
 	phases *PhaseRates
@@ -120,7 +121,7 @@ func runRankMode(ctx context.Context, c *comm.Comm, o Options, mode Mode) (Resul
 	// Both modes see the same background-load schedule from their start.
 	c.RestartEmuLoad()
 	start := time.Now()
-	ex := commExchanger{c: c, lossy: mode == LossTolerant, cfg: comm.RingConfig{PacketFloats: o.PacketFloats, Op: comm.Mean, ErrorFeedback: o.ErrorFeedback}}
+	ex := commExchanger{c: c, lossy: mode == LossTolerant, cfg: lossy.Config{PacketFloats: o.PacketFloats, Mean: true, ErrorFeedback: o.ErrorFeedback}}
 	if !o.PhaseRates.IsZero() {
 		ex.phases, ex.load, ex.start = &o.PhaseRates, c.EmuLoad(), start
 	}

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/comm"
-	"github.com/multirail/multirail/discard"
+	"github.com/multirail/multirail/lossy"
+	"github.com/multirail/multirail/lossy/discard"
 )
 
 // TestRunRank: three workers, each a rank of a communicator (in one
@@ -22,7 +22,7 @@ func TestRunRank(t *testing.T) {
 	tr, te := smallData(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cs, err := comm.NewLocal(ctx, 3, comm.Config{Stage: multirail.StageConfig{Discard: discard.Config{Initial: 0.3, Max: 0.5}}})
+	cs, err := comm.NewLocal(ctx, 3, comm.Config{Stage: lossy.StageConfig{Discard: discard.Config{Initial: 0.3, Max: 0.5}}})
 	if err != nil {
 		t.Fatal(err)
 	}

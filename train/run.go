@@ -16,9 +16,10 @@ import (
 
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/comm"
-	"github.com/multirail/multirail/discard"
 	"github.com/multirail/multirail/emu"
 	"github.com/multirail/multirail/internal/topo"
+	"github.com/multirail/multirail/lossy"
+	"github.com/multirail/multirail/lossy/discard"
 )
 
 // Mode is how gradients are exchanged.
@@ -243,7 +244,7 @@ type Options struct {
 	Observe func(c *multirail.Conn, name string) (done func())
 	Logger  *slog.Logger
 
-	// memRate, when set, replaces the network by comm.MemRing transports
+	// memRate, when set, replaces the network by lossy.MemRing transports
 	// discarding this fixed rate (tests).
 	memRate *float64
 }
@@ -404,7 +405,7 @@ func (o Options) validate() (Options, error) {
 		return o, fmt.Errorf("%w: DiscardRate = %v out of range; allowed [0, 1) (0 = the controller's)", ErrConfig, o.DiscardRate)
 	}
 	if o.PacketFloats < 0 || o.PacketFloats > 1<<20 {
-		return o, fmt.Errorf("%w: PacketFloats = %d out of range; allowed 1..1048576 (0 = %d)", ErrConfig, o.PacketFloats, comm.DefaultPacketFloats)
+		return o, fmt.Errorf("%w: PacketFloats = %d out of range; allowed 1..1048576 (0 = %d)", ErrConfig, o.PacketFloats, lossy.DefaultPacketFloats)
 	}
 	if o.Target == 0 {
 		o.Target = DefaultTarget
@@ -640,7 +641,7 @@ const railTimeout = 5 * time.Second
 type ring struct {
 	out, in []*multirail.Conn
 	links   []*emu.Link
-	stages  []*multirail.StageConn
+	stages  []*lossy.StageConn
 	top     *topo.Ring
 }
 
@@ -731,31 +732,31 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 		}
 	}
 	defer top.close()
-	ts := make([]comm.RingTransport, N)
-	var outStages []*multirail.StageConn
+	ts := make([]lossy.RingTransport, N)
+	var outStages []*lossy.StageConn
 	switch {
 	case o.memRate != nil:
 		rate := *o.memRate
 		if mode == Reliable {
 			rate = 0
 		}
-		ts = comm.MemRing(N, rate, o.Seed)
+		ts = lossy.MemRing(N, rate, o.Seed)
 	default:
 		// Both modes run over StageConns, packet by packet; the reliable
 		// one never discards.
-		ins := make([]*multirail.StageConn, N)
-		outStages = make([]*multirail.StageConn, N)
+		ins := make([]*lossy.StageConn, N)
+		outStages = make([]*lossy.StageConn, N)
 		for i := range N {
-			scfg := multirail.StageConfig{Discard: o.Discard, Seed: o.Seed + uint64(i), Reliable: mode == Reliable, Logger: o.Logger}
+			scfg := lossy.StageConfig{Discard: o.Discard, Seed: o.Seed + uint64(i), Reliable: mode == Reliable, Logger: o.Logger}
 			if mode == LossTolerant {
 				scfg.FixedRate = o.DiscardRate
 			}
-			so, err := multirail.NewStageConn(top.out[i], scfg)
+			so, err := lossy.NewStageConn(top.out[i], scfg)
 			if err != nil {
 				return Result{}, err
 			}
 			scfg.Seed = 0
-			si, err := multirail.NewStageConn(top.in[i], scfg)
+			si, err := lossy.NewStageConn(top.in[i], scfg)
 			if err != nil {
 				so.Close()
 				return Result{}, err
@@ -764,7 +765,7 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 			top.stages = append(top.stages, so, si)
 		}
 		for i := range N {
-			ts[i] = comm.StageLink{Next: outStages[i], Prev: ins[i]}
+			ts[i] = lossy.StageLink{Next: outStages[i], Prev: ins[i]}
 		}
 	}
 	models := make([]Model, N)
@@ -777,9 +778,9 @@ func runMode(ctx context.Context, o Options, mode Mode) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	rings := make([]*comm.Ring, N)
+	rings := make([]*lossy.Ring, N)
 	for i := range N {
-		if rings[i], err = comm.NewRing(i, N, ts[i], comm.RingConfig{PacketFloats: o.PacketFloats, Op: comm.Mean, ErrorFeedback: o.ErrorFeedback}); err != nil {
+		if rings[i], err = lossy.NewRing(i, N, ts[i], lossy.Config{PacketFloats: o.PacketFloats, Mean: true, ErrorFeedback: o.ErrorFeedback}); err != nil {
 			return Result{}, err
 		}
 	}
@@ -972,7 +973,7 @@ func (res *Result) evaluate(m Model, snaps []snapshot, test Dataset, targets []f
 }
 
 // exchanger is how a worker averages gradients with the others: over an
-// in-process comm.Ring (Run) or a communicator (RunRank).
+// in-process lossy.Ring (Run) or a communicator (RunRank).
 type exchanger interface {
 	// Allreduce averages grad over the workers in the mode's way.
 	Allreduce(ctx context.Context, grad []float32) error
@@ -988,8 +989,8 @@ type exchanger interface {
 // ringExchanger is Run's exchanger: a Ring over StageLinks (or MemRing),
 // out the worker's outgoing StageConn (nil over MemRing).
 type ringExchanger struct {
-	r   *comm.Ring
-	out *multirail.StageConn
+	r   *lossy.Ring
+	out *lossy.StageConn
 }
 
 func (x ringExchanger) Allreduce(ctx context.Context, g []float32) error {

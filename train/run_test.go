@@ -14,8 +14,8 @@ import (
 
 	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/comm"
-	"github.com/multirail/multirail/discard"
 	"github.com/multirail/multirail/emu"
+	"github.com/multirail/multirail/lossy/discard"
 )
 
 // smallData is a subset of MNIST, enough for short runs.

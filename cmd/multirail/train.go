@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/multirail/multirail/comm"
-	"github.com/multirail/multirail/discard"
 	"github.com/multirail/multirail/emu"
+	"github.com/multirail/multirail/lossy/discard"
 	"github.com/multirail/multirail/train"
 	"github.com/multirail/multirail/units"
 	"github.com/spf13/cobra"

@@ -1,4 +1,4 @@
-package comm
+package lossy
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 )
 
 // Fill selects how a Transpose estimates a peer's values from a part its
-// sender thinned out at rate R (RingConfig.Fill). Each is unbiased: with
+// sender thinned out at rate R (Config.Fill). Each is unbiased: with
 // f the receiver's fill (its own values in the reduce-scatter, N times
 // them in the allgather) and b a factor fixed before the draw, a packet
 // counts b f when it is missing and b f + (v - b f)/(1 - R) when it
@@ -113,7 +113,7 @@ type MeshTransport interface {
 type Transpose struct {
 	rank, size int
 	t          MeshTransport
-	cfg        RingConfig
+	cfg        Config
 
 	chunks             // the geometry of the current call (n: the vector's length)
 	own    []float32   // this rank's chunk: the estimate of its sum
@@ -122,7 +122,7 @@ type Transpose struct {
 	sendPk [][]byte
 	recvd  []stageOf // the stages the last Allreduce received
 	whole  bool
-	st     RingStats
+	st     Stats
 	// FillShrunk state, per peer rank (nil for this rank): of this rank's
 	// chunk as the peer contributes it (con), and of the peer's chunk as
 	// it sends the result (res); fillPk is the packets per range.
@@ -138,7 +138,7 @@ type stageOf struct {
 
 // NewTranspose returns rank's side (0 <= rank < size) of a transpose
 // allreduce over t. cfg is as for a Ring.
-func NewTranspose(rank, size int, t MeshTransport, cfg RingConfig) (*Transpose, error) {
+func NewTranspose(rank, size int, t MeshTransport, cfg Config) (*Transpose, error) {
 	if err := checkLossy(rank, size, t == nil, "MeshTransport", &cfg); err != nil {
 		return nil, err
 	}
@@ -146,7 +146,7 @@ func NewTranspose(rank, size int, t MeshTransport, cfg RingConfig) (*Transpose, 
 }
 
 // Stats returns the counters of the Allreduce calls so far.
-func (r *Transpose) Stats() RingStats { return r.st }
+func (r *Transpose) Stats() Stats { return r.st }
 
 // ReportQuality reports q, for the stages the last Allreduce received, to
 // the ranks that sent them.
@@ -225,7 +225,7 @@ func (r *Transpose) allreduce(ctx context.Context, x []float32) error {
 		return err
 	}
 	scale := float32(1)
-	if r.cfg.Op == Mean {
+	if r.cfg.Mean {
 		scale = 1 / float32(N)
 	}
 	for i, v := range r.out {
@@ -328,7 +328,7 @@ func (r *Transpose) send(ctx context.Context, to, c int, vals []float32, lo, par
 	disc, err := r.t.Send(ctx, to, pk, part, 2, r.whole)
 	r.st.PacketsSent += uint64(np)
 	if disc != nil && len(disc) != np {
-		return nil, fmt.Errorf("comm: transport reported %d discard marks for %d packets", len(disc), np)
+		return nil, fmt.Errorf("lossy: transport reported %d discard marks for %d packets", len(disc), np)
 	}
 	for _, d := range disc {
 		if d {

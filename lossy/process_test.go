@@ -1,4 +1,4 @@
-package comm
+package lossy
 
 import (
 	"bufio"
@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/multirail/multirail"
-	"github.com/multirail/multirail/discard"
+	"github.com/multirail/multirail/lossy/discard"
 )
 
-const rankEnv = "MULTIRAIL_COMM_TEST_RANK"
+const rankEnv = "MULTIRAIL_LOSSY_TEST_RANK"
 
 // TestRingAcrossProcesses: three ranks in three processes (this test
 // binary, run again as children), connected by multirail connections of
@@ -43,7 +43,7 @@ func TestRingAcrossProcesses(t *testing.T) {
 	addrs := make([]string, N)
 	for i := range N {
 		cmd := exec.CommandContext(ctx, exe, "-test.run=^TestRankChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", rankEnv, i), fmt.Sprintf("MULTIRAIL_COMM_TEST_N=%d", N))
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", rankEnv, i), fmt.Sprintf("MULTIRAIL_LOSSY_TEST_N=%d", N))
 		cmd.Stderr = os.Stderr
 		in, err := cmd.StdinPipe()
 		if err != nil {
@@ -129,7 +129,7 @@ func TestRankChild(t *testing.T) {
 		t.Skip("only run as a child of TestRingAcrossProcesses")
 	}
 	rank, _ := strconv.Atoi(rs)
-	N, _ := strconv.Atoi(os.Getenv("MULTIRAIL_COMM_TEST_N"))
+	N, _ := strconv.Atoi(os.Getenv("MULTIRAIL_LOSSY_TEST_N"))
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
 	ln, err := multirail.Listen("127.0.0.1:0", multirail.Config{})
@@ -154,18 +154,18 @@ func TestRankChild(t *testing.T) {
 		t.Fatal("accept failed")
 	}
 	// Stages whose rate stays 0: the loss-tolerant path, exact.
-	cfg := multirail.StageConfig{Discard: discard.Config{DelayThreshold: 1e9}}
-	so, err := multirail.NewStageConn(out, cfg)
+	cfg := StageConfig{Discard: discard.Config{DelayThreshold: 1e9}}
+	so, err := NewStageConn(out, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer so.Close()
-	si, err := multirail.NewStageConn(in, cfg)
+	si, err := NewStageConn(in, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer si.Close()
-	ring, err := NewRing(rank, N, StageLink{Next: so, Prev: si}, RingConfig{PacketFloats: 500})
+	ring, err := NewRing(rank, N, StageLink{Next: so, Prev: si}, Config{PacketFloats: 500})
 	if err != nil {
 		t.Fatal(err)
 	}

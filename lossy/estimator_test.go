@@ -1,4 +1,4 @@
-package comm
+package lossy
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 )
 
 // newTransposes returns N Transposes over a MemMesh at rate with cfg.
-func newTransposes(t testing.TB, N int, rate float64, seed uint64, cfg RingConfig) []*Transpose {
+func newTransposes(t testing.TB, N int, rate float64, seed uint64, cfg Config) []*Transpose {
 	t.Helper()
 	ts := MemMesh(N, rate, seed)
 	rs := make([]*Transpose, N)
@@ -47,18 +47,18 @@ func allreduceAll(t testing.TB, rs []*Transpose, bufs [][]float32) {
 // this seeded run), with and without ErrorFeedback.
 func TestFillOwnUnchanged(t *testing.T) {
 	for _, tc := range []struct {
-		op   Op
+		mean bool
 		fill Fill
 		ef   bool
 		want uint64
 	}{
-		{Sum, FillOwn, false, 0xa95a36957e767c7c},
-		{Mean, FillOwn, false, 0x6a428a1e31ef940e},
-		{Sum, FillOwn, true, 0xbd819750a77ca103},
-		{Mean, FillOwn, true, 0x57400246f2c33c17},
+		{false, FillOwn, false, 0xa95a36957e767c7c},
+		{true, FillOwn, false, 0x6a428a1e31ef940e},
+		{false, FillOwn, true, 0xbd819750a77ca103},
+		{true, FillOwn, true, 0x57400246f2c33c17},
 	} {
 		const N, n, calls = 4, 1000, 20
-		rs := newTransposes(t, N, 0.4, 77, RingConfig{PacketFloats: 7, Op: tc.op, Fill: tc.fill, ErrorFeedback: tc.ef})
+		rs := newTransposes(t, N, 0.4, 77, Config{PacketFloats: 7, Mean: tc.mean, Fill: tc.fill, ErrorFeedback: tc.ef})
 		rng := rand.New(rand.NewPCG(5, 6))
 		h := fnv.New64a()
 		bufs := make([][]float32, N)
@@ -79,7 +79,7 @@ func TestFillOwnUnchanged(t *testing.T) {
 			}
 		}
 		if got := h.Sum64(); got != tc.want {
-			t.Errorf("%v %v ErrorFeedback=%v: results hash to %#x, want %#x", tc.op, tc.fill, tc.ef, got, tc.want)
+			t.Errorf("mean=%v %v ErrorFeedback=%v: results hash to %#x, want %#x", tc.mean, tc.fill, tc.ef, got, tc.want)
 		}
 	}
 }
@@ -98,7 +98,7 @@ func TestFillShrunkUnbiased(t *testing.T) {
 	a := []float64{0.5, 2}
 	for _, rate := range []float64{0.25, 0.5} {
 		t.Run(fmt.Sprint(rate), func(t *testing.T) {
-			rs := newTransposes(t, N, rate, 31, RingConfig{PacketFloats: 64, Op: Mean})
+			rs := newTransposes(t, N, rate, 31, Config{PacketFloats: 64, Mean: true})
 			rng := rand.New(rand.NewPCG(7, 8))
 			s := make([]float64, n)
 			for j := range s {
@@ -159,7 +159,7 @@ func TestFillShrunkUnbiased(t *testing.T) {
 func fillMSE(t *testing.T, fill Fill, rate, sigma float64, a []float64, seed uint64) float64 {
 	const n, pf, calls = 4 * 4096, 64, 100
 	N := len(a)
-	rs := newTransposes(t, N, rate, seed, RingConfig{PacketFloats: pf, Op: Mean, Fill: fill})
+	rs := newTransposes(t, N, rate, seed, Config{PacketFloats: pf, Mean: true, Fill: fill})
 	rng := rand.New(rand.NewPCG(seed, 99))
 	s := make([]float64, n)
 	for j := range s {
@@ -246,7 +246,7 @@ func TestFillConfig(t *testing.T) {
 		{3, false},
 		{100, false},
 	} {
-		cfg := RingConfig{Fill: tc.fill}
+		cfg := Config{Fill: tc.fill}
 		_, terr := NewTranspose(0, 2, MemMesh(2, 0, 1)[0], cfg)
 		_, rerr := NewRing(0, 2, MemRing(2, 0, 1)[0], cfg)
 		for _, err := range []error{terr, rerr} {
@@ -270,7 +270,7 @@ func TestFillConfig(t *testing.T) {
 // changes it.
 func TestFillShrunkLearnsFromLossyCallsOnly(t *testing.T) {
 	const N, n = 3, 3 * 600
-	rs := newTransposes(t, N, 0.5, 9, RingConfig{PacketFloats: 50})
+	rs := newTransposes(t, N, 0.5, 9, Config{PacketFloats: 50})
 	rng := rand.New(rand.NewPCG(1, 2))
 	fill := func() [][]float32 {
 		bufs := make([][]float32, N)

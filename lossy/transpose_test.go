@@ -1,4 +1,4 @@
-package comm
+package lossy
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 // runCalls runs calls allreduces of the same inputs on every rank and
 // returns, per rank, the mean of its results over the calls.
-func runCalls(t *testing.T, rs []lossyReducer, inputs [][]float32, calls int) [][]float64 {
+func runCalls(t *testing.T, rs []Allreducer, inputs [][]float32, calls int) [][]float64 {
 	t.Helper()
 	N, n := len(rs), len(inputs[0])
 	mean := make([][]float64, N)
@@ -80,14 +80,14 @@ func lossyInputs(N, n int) map[string][][]float32 {
 	return map[string][][]float32{"ranks 1..N": ranks, "random non-IID": random}
 }
 
-func truthOf(inputs [][]float32, op Op) []float64 {
+func truthOf(inputs [][]float32, mean bool) []float64 {
 	truth := make([]float64, len(inputs[0]))
 	for _, x := range inputs {
 		for j, v := range x {
 			truth[j] += float64(v)
 		}
 	}
-	if op == Mean {
+	if mean {
 		for j := range truth {
 			truth[j] /= float64(len(inputs))
 		}
@@ -102,16 +102,16 @@ func truthOf(inputs [][]float32, op Op) []float64 {
 func TestLossyUnbiasedAnyData(t *testing.T) {
 	const N, n, calls = 4, 4 * 128, 3000
 	for name, inputs := range lossyInputs(N, n) {
-		for _, op := range []Op{Mean, Sum} {
+		for _, op := range []bool{true, false} {
 			for _, rate := range []float64{0.1, 0.3, 0.5, 0.7} {
-				if op == Sum && rate != 0.7 {
+				if !op && rate != 0.7 {
 					continue // Sum is Mean times N: one rate shows it
 				}
-				t.Run(fmt.Sprintf("%s/%s/%.1f", name, op, rate), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s/mean=%t/%.1f", name, op, rate), func(t *testing.T) {
 					ts := MemMesh(N, rate, 21)
-					rs := make([]lossyReducer, N)
+					rs := make([]Allreducer, N)
 					for i := range N {
-						tr, err := NewTranspose(i, N, ts[i], RingConfig{PacketFloats: 1, Op: op})
+						tr, err := NewTranspose(i, N, ts[i], Config{PacketFloats: 1, Mean: op})
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -142,16 +142,16 @@ func TestRingBiasedOnNonIID(t *testing.T) {
 	const N, n, calls = 4, 4 * 48, 300
 	inputs := lossyInputs(N, n)["ranks 1..N"]
 	ts := MemRing(N, 0.5, 21)
-	rs := make([]lossyReducer, N)
+	rs := make([]Allreducer, N)
 	for i := range N {
-		ring, err := NewRing(i, N, ts[i], RingConfig{PacketFloats: 1, Op: Mean})
+		ring, err := NewRing(i, N, ts[i], Config{PacketFloats: 1, Mean: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		rs[i] = ring
 	}
 	mean := runCalls(t, rs, inputs, calls)
-	worst, where := worstChunk(mean, truthOf(inputs, Mean), N)
+	worst, where := worstChunk(mean, truthOf(inputs, true), N)
 	if worst < 0.05 {
 		t.Fatalf("the ring looks unbiased here (worst %s, %.2f %% off): the test no longer shows why it was replaced", where, 100*worst)
 	}
@@ -172,7 +172,7 @@ func TestTransposeExact(t *testing.T) {
 					inputs := make([][]float32, N)
 					for i := range N {
 						var err error
-						if rs[i], err = NewTranspose(i, N, ts[i], RingConfig{PacketFloats: pf, Op: Sum}); err != nil {
+						if rs[i], err = NewTranspose(i, N, ts[i], Config{PacketFloats: pf}); err != nil {
 							t.Fatal(err)
 						}
 						inputs[i] = make([]float32, n)
@@ -180,7 +180,7 @@ func TestTransposeExact(t *testing.T) {
 							inputs[i][j] = float32((i+1)*1000 + j) // exact in float32
 						}
 					}
-					truth := truthOf(inputs, Sum)
+					truth := truthOf(inputs, false)
 					var wg sync.WaitGroup
 					errs := make([]error, N)
 					for i := range N {
@@ -219,9 +219,9 @@ func TestTransposeErrorFeedback(t *testing.T) {
 	rs := make([]*Transpose, N)
 	inputs := lossyInputs(N, n)["random non-IID"]
 	for i := range N {
-		rs[i], _ = NewTranspose(i, N, ts[i], RingConfig{PacketFloats: 3, Op: Sum, ErrorFeedback: true})
+		rs[i], _ = NewTranspose(i, N, ts[i], Config{PacketFloats: 3, ErrorFeedback: true})
 	}
-	truth := truthOf(inputs, Sum)
+	truth := truthOf(inputs, false)
 	total := make([]float64, n) // per element: the owner's results over the calls
 	ctx := context.Background()
 	for range T {
@@ -265,7 +265,7 @@ func TestTransposeErrorFeedback(t *testing.T) {
 // ErrPeer, naming the rank.
 func TestTransposeBadPeer(t *testing.T) {
 	ts := MemMesh(2, 0, 1)
-	tr, _ := NewTranspose(0, 2, ts[0], RingConfig{PacketFloats: 2})
+	tr, _ := NewTranspose(0, 2, ts[0], Config{PacketFloats: 2})
 	// Rank 1 sends a part of 1 packet for a chunk of 2 packets.
 	go func() {
 		_, _ = ts[1].Send(context.Background(), 0, [][]byte{{1, 0, 0, 0, 0, 0, 0, 0}}, 0, 2, false)
@@ -280,13 +280,13 @@ func TestNewTransposeErrors(t *testing.T) {
 	for _, tc := range []struct {
 		rank, size int
 		t          MeshTransport
-		cfg        RingConfig
+		cfg        Config
 	}{
-		{0, 0, nil, RingConfig{}},
-		{2, 2, MemMesh(2, 0, 1)[0], RingConfig{}},
-		{0, 2, nil, RingConfig{}},
-		{0, 2, MemMesh(2, 0, 1)[0], RingConfig{Op: Max}},
-		{0, 2, MemMesh(2, 0, 1)[0], RingConfig{PacketFloats: -1}},
+		{0, 0, nil, Config{}},
+		{2, 2, MemMesh(2, 0, 1)[0], Config{}},
+		{0, 2, nil, Config{}},
+		{0, 2, MemMesh(2, 0, 1)[0], Config{Fill: 9}},
+		{0, 2, MemMesh(2, 0, 1)[0], Config{PacketFloats: -1}},
 	} {
 		if _, err := NewTranspose(tc.rank, tc.size, tc.t, tc.cfg); !errors.Is(err, ErrConfig) {
 			t.Errorf("%+v: got %v, want ErrConfig", tc, err)

@@ -1,47 +1,10 @@
-package comm
+package lossy
 
 import (
 	"context"
 	"errors"
 	"fmt"
 )
-
-// Op is the reduction of a collective.
-type Op int
-
-// Reductions. A Ring (the loss-tolerant allreduce) takes Sum or Mean; the
-// collectives take all: Mean divides the sum by the number of ranks
-// (truncating for integers), the bitwise ones only for integer and bool
-// elements.
-const (
-	Sum  Op = iota // element-wise sum over the ranks
-	Mean           // element-wise mean over the ranks ("avg")
-	Prod           // element-wise product
-	Min            // element-wise minimum
-	Max            // element-wise maximum
-	Band           // bitwise and (integers), logical and (bool)
-	Bor            // bitwise or (integers), logical or (bool)
-	Bxor           // bitwise exclusive or (integers), logical xor (bool)
-)
-
-var opNames = [...]string{Sum: "sum", Mean: "mean", Prod: "prod", Min: "min", Max: "max", Band: "band", Bor: "bor", Bxor: "bxor"}
-
-func (o Op) String() string {
-	if o >= 0 && int(o) < len(opNames) {
-		return opNames[o]
-	}
-	return fmt.Sprintf("Op(%d)", int(o))
-}
-
-// ParseOp parses a reduction name: sum, mean, prod, min or max.
-func ParseOp(name string) (Op, error) {
-	for i, n := range opNames {
-		if n == name {
-			return Op(i), nil
-		}
-	}
-	return 0, fmt.Errorf("%w: op %q; allowed: sum, mean, prod, min, max, band, bor, bxor", ErrConfig, name)
-}
 
 // DefaultPacketFloats is the default number of values per packet (4 KiB).
 const DefaultPacketFloats = 1024
@@ -51,10 +14,10 @@ const DefaultPacketFloats = 1024
 const estFlag = 1 << 31
 
 // ErrConfig is wrapped by every configuration error.
-var ErrConfig = errors.New("comm: invalid config")
+var ErrConfig = errors.New("lossy: invalid config")
 
 // ErrPeer is wrapped by errors about what a neighbour sent.
-var ErrPeer = errors.New("comm: bad stage from a neighbour")
+var ErrPeer = errors.New("lossy: bad stage from a peer")
 
 // Received is one part of a stage as a RingTransport delivers it.
 type Received struct {
@@ -79,18 +42,18 @@ type RingTransport interface {
 	ReportQuality(ctx context.Context, stage uint64, q float64) error
 }
 
-// RingConfig configures a Ring. The zero value of every field means its
-// default.
-type RingConfig struct {
+// Config configures a Ring or a Transpose. The zero value of every field
+// means its default.
+type Config struct {
 	// PacketFloats is the number of values per packet, 1..1<<20; 0 means
 	// DefaultPacketFloats.
 	PacketFloats int
-	// Op is the reduction: Sum (the default) or Mean.
-	Op Op
+	// Mean divides the sum by the number of ranks (a mean, not a sum).
+	Mean bool
 	// ErrorFeedback keeps discarded reduce-scatter packets and adds them
 	// to the next Allreduce (see the package documentation).
 	ErrorFeedback bool
-	// Ring makes LossTolerant run a Ring instead of a Transpose: one
+	// Ring makes comm's LossTolerant run a Ring instead of a Transpose: one
 	// neighbour each way instead of every peer at once, but a packet its
 	// reduce-scatter discards holds the partial sum of several ranks, so
 	// its results are biased wherever the ranks' inputs differ (on
@@ -108,15 +71,12 @@ type RingConfig struct {
 
 // validate fills the defaults of c in and checks it; the error names the
 // field, its value and what is allowed.
-func (c *RingConfig) validate() error {
+func (c *Config) validate() error {
 	if c.PacketFloats == 0 {
 		c.PacketFloats = DefaultPacketFloats
 	}
 	if c.PacketFloats < 1 || c.PacketFloats > 1<<20 {
 		return fmt.Errorf("%w: PacketFloats = %d out of range; allowed: 1..1048576 (0 = default %d)", ErrConfig, c.PacketFloats, DefaultPacketFloats)
-	}
-	if c.Op != Sum && c.Op != Mean {
-		return fmt.Errorf("%w: Op = %d out of range; allowed: Sum (0) or Mean (1)", ErrConfig, c.Op)
 	}
 	if c.Fill < FillShrunk || c.Fill > FillNone {
 		return fmt.Errorf("%w: Fill = %d out of range; allowed: FillShrunk (0), FillOwn (1) or FillNone (2)", ErrConfig, int(c.Fill))
@@ -124,8 +84,8 @@ func (c *RingConfig) validate() error {
 	return nil
 }
 
-// RingStats counts what a Ring's Allreduce calls did.
-type RingStats struct {
+// Stats counts what the Allreduce calls of a Ring or a Transpose did.
+type Stats struct {
 	Calls           uint64
 	PacketsSent     uint64 // packets handed to the transport
 	PacketsDropped  uint64 // of those, discarded by the transport
@@ -138,7 +98,7 @@ type RingStats struct {
 type Ring struct {
 	rank, size int
 	t          RingTransport
-	cfg        RingConfig
+	cfg        Config
 
 	chunks           // the geometry of the current buffers (n: the vector's length)
 	acc    []float32 // partial sums (reduce-scatter) then results
@@ -150,11 +110,11 @@ type Ring struct {
 	pkts   [][]byte
 	stages []uint64
 	whole  bool // the call in progress must arrive whole
-	st     RingStats
+	st     Stats
 }
 
 // NewRing returns rank's side (0 <= rank < size) of a ring over t.
-func NewRing(rank, size int, t RingTransport, cfg RingConfig) (*Ring, error) {
+func NewRing(rank, size int, t RingTransport, cfg Config) (*Ring, error) {
 	if err := checkLossy(rank, size, t == nil, "RingTransport", &cfg); err != nil {
 		return nil, err
 	}
@@ -163,7 +123,7 @@ func NewRing(rank, size int, t RingTransport, cfg RingConfig) (*Ring, error) {
 
 // checkLossy validates the arguments of NewRing and NewTranspose and fills
 // cfg's defaults in; noTransport says the transport (named kind) is nil.
-func checkLossy(rank, size int, noTransport bool, kind string, cfg *RingConfig) error {
+func checkLossy(rank, size int, noTransport bool, kind string, cfg *Config) error {
 	if size < 1 || size > 1<<16 {
 		return fmt.Errorf("%w: size = %d out of range; allowed: 1..65536", ErrConfig, size)
 	}
@@ -180,7 +140,7 @@ func checkLossy(rank, size int, noTransport bool, kind string, cfg *RingConfig) 
 }
 
 // Stats returns the ring's counters.
-func (r *Ring) Stats() RingStats { return r.st }
+func (r *Ring) Stats() Stats { return r.st }
 
 // Stages returns the numbers of the stages received by the last Allreduce
 // (one, unless the transport numbers parts separately).
@@ -341,7 +301,7 @@ func (r *Ring) send(ctx context.Context, c, hop int) ([]bool, error) {
 		}
 	}
 	if disc != nil && len(disc) != np {
-		return nil, fmt.Errorf("comm: transport reported %d discard marks for %d packets", len(disc), np)
+		return nil, fmt.Errorf("lossy: transport reported %d discard marks for %d packets", len(disc), np)
 	}
 	return disc, err
 }
@@ -419,7 +379,7 @@ func (r *Ring) finish(x []float32) {
 				n = N
 			}
 			switch {
-			case r.cfg.Op == Mean:
+			case r.cfg.Mean:
 				d := float32(n)
 				for i := lo; i < hi; i++ {
 					x[i] = r.acc[i] / d
@@ -435,3 +395,23 @@ func (r *Ring) finish(x []float32) {
 		}
 	}
 }
+
+// Allreducer is a Ring or a Transpose: one rank's side of a loss-tolerant
+// allreduce.
+type Allreducer interface {
+	// Allreduce replaces x, on every rank, with the reduction of all
+	// ranks' x; every rank calls it with vectors of the same length.
+	Allreduce(ctx context.Context, x []float32) error
+	// AllreduceWhole is Allreduce with nothing discarded.
+	AllreduceWhole(ctx context.Context, x []float32) error
+	// ReportQuality reports the quality of the last Allreduce's result
+	// (higher is better) to the ranks whose discard controllers made it.
+	ReportQuality(ctx context.Context, q float64) error
+	// Stats returns the counters of the calls so far.
+	Stats() Stats
+}
+
+var (
+	_ Allreducer = (*Ring)(nil)
+	_ Allreducer = (*Transpose)(nil)
+)

@@ -1,4 +1,4 @@
-package comm
+package lossy
 
 import (
 	"context"
@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 
 // runRing runs Allreduce on every rank at once, calls times, with inputs
 // from gen(call, rank), and returns each rank's results of the last call.
-func runRing(t testing.TB, ts []RingTransport, cfg RingConfig, n, calls int, gen func(call, rank int) []float32) ([][]float32, []*Ring) {
+func runRing(t testing.TB, ts []RingTransport, cfg Config, n, calls int, gen func(call, rank int) []float32) ([][]float32, []*Ring) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	N := len(ts)
@@ -62,7 +62,7 @@ func TestPropertySum(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		N := rapid.IntRange(2, 16).Draw(rt, "N")
 		n := rapid.IntRange(0, 3000).Draw(rt, "len")
-		cfg := RingConfig{PacketFloats: rapid.IntRange(1, 400).Draw(rt, "packet"), Op: rapid.SampledFrom([]Op{Sum, Mean}).Draw(rt, "op")}
+		cfg := Config{PacketFloats: rapid.IntRange(1, 400).Draw(rt, "packet"), Mean: rapid.Bool().Draw(rt, "mean")}
 		seed := rapid.Uint64().Draw(rt, "seed")
 		inputs := make([][]float32, N)
 		want := make([]float32, n)
@@ -74,7 +74,7 @@ func TestPropertySum(t *testing.T) {
 				want[j] += inputs[i][j]
 			}
 		}
-		if cfg.Op == Mean {
+		if cfg.Mean {
 			for j := range want {
 				want[j] /= float32(N)
 			}
@@ -96,7 +96,7 @@ func TestPropertyRealValues(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		N := rapid.IntRange(2, 16).Draw(rt, "N")
 		n := rapid.IntRange(1, 2000).Draw(rt, "len")
-		cfg := RingConfig{PacketFloats: rapid.IntRange(1, 300).Draw(rt, "packet")}
+		cfg := Config{PacketFloats: rapid.IntRange(1, 300).Draw(rt, "packet")}
 		rng := rand.New(rand.NewPCG(rapid.Uint64().Draw(rt, "seed"), 2))
 		inputs := make([][]float32, N)
 		want := make([]float64, n)
@@ -125,7 +125,7 @@ func TestPropertyRealValues(t *testing.T) {
 // with zeros would come out about a third short.
 func TestLossyUnbiased(t *testing.T) {
 	const N, n, calls = 6, 600, 60
-	for _, op := range []Op{Sum, Mean} {
+	for _, op := range []bool{false, true} {
 		mean := make([]float64, n)
 		ts := MemRing(N, 0.4, 9)
 		rng := rand.New(rand.NewPCG(3, 4))
@@ -142,7 +142,7 @@ func TestLossyUnbiased(t *testing.T) {
 		ctx := context.Background()
 		rings := make([]*Ring, N)
 		for i := range rings {
-			rings[i], _ = NewRing(i, N, ts[i], RingConfig{PacketFloats: 20, Op: op})
+			rings[i], _ = NewRing(i, N, ts[i], Config{PacketFloats: 20, Mean: op})
 		}
 		for range calls {
 			var wg sync.WaitGroup
@@ -161,7 +161,7 @@ func TestLossyUnbiased(t *testing.T) {
 			}
 		}
 		want := 10.0
-		if op == Sum {
+		if !op {
 			want = 10 * N
 		}
 		avg := 0.0
@@ -169,7 +169,7 @@ func TestLossyUnbiased(t *testing.T) {
 			avg += v / n
 		}
 		if math.Abs(avg-want) > 0.01*want {
-			t.Fatalf("op %d: mean result %.3f, want %.1f (unbiased)", op, avg, want)
+			t.Fatalf("mean=%t: mean result %.3f, want %.1f (unbiased)", op, avg, want)
 		}
 		st := rings[0].Stats()
 		if st.PacketsMissing == 0 || st.PacketsDropped == 0 {
@@ -188,7 +188,7 @@ func TestErrorFeedback(t *testing.T) {
 	ts := MemRing(N, 0.5, 5)
 	rings := make([]*Ring, N)
 	for i := range rings {
-		rings[i], _ = NewRing(i, N, ts[i], RingConfig{PacketFloats: 10, Op: Mean, ErrorFeedback: true})
+		rings[i], _ = NewRing(i, N, ts[i], Config{PacketFloats: 10, Mean: true, ErrorFeedback: true})
 	}
 	total := make([]float64, n) // sum over calls of the owner's results, times N
 	for call := range T {
@@ -264,20 +264,20 @@ func TestNewRingErrors(t *testing.T) {
 	for _, tc := range []struct {
 		rank, size int
 		t          RingTransport
-		cfg        RingConfig
+		cfg        Config
 	}{
-		{0, 0, ts[0], RingConfig{}},
-		{2, 2, ts[0], RingConfig{}},
-		{-1, 2, ts[0], RingConfig{}},
-		{0, 2, nil, RingConfig{}},
-		{0, 2, ts[0], RingConfig{PacketFloats: -1}},
-		{0, 2, ts[0], RingConfig{Op: 7}},
+		{0, 0, ts[0], Config{}},
+		{2, 2, ts[0], Config{}},
+		{-1, 2, ts[0], Config{}},
+		{0, 2, nil, Config{}},
+		{0, 2, ts[0], Config{PacketFloats: -1}},
+		{0, 2, ts[0], Config{Fill: -1}},
 	} {
 		if _, err := NewRing(tc.rank, tc.size, tc.t, tc.cfg); !errors.Is(err, ErrConfig) {
 			t.Errorf("NewRing(%d, %d, %+v) = %v, want ErrConfig", tc.rank, tc.size, tc.cfg, err)
 		}
 	}
-	r, err := NewRing(0, 1, nil, RingConfig{})
+	r, err := NewRing(0, 1, nil, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func TestBadNeighbour(t *testing.T) {
 		"short packet":       {Packets: [][]byte{{1, 0}}},
 		"zero count":         {Packets: [][]byte{{0, 0, 0, 0, 0, 0, 128, 63}}},
 	} {
-		r, _ := NewRing(0, 2, badLink{st}, RingConfig{PacketFloats: 8})
+		r, _ := NewRing(0, 2, badLink{st}, Config{PacketFloats: 8})
 		if err := r.Allreduce(context.Background(), []float32{1}); !errors.Is(err, ErrPeer) {
 			t.Errorf("%s: %v, want ErrPeer", name, err)
 		}
@@ -314,7 +314,7 @@ func TestAllreduceWhole(t *testing.T) {
 	ts := MemRing(N, 0.5, 3)
 	rings := make([]*Ring, N)
 	for i := range rings {
-		rings[i], _ = NewRing(i, N, ts[i], RingConfig{PacketFloats: 16})
+		rings[i], _ = NewRing(i, N, ts[i], Config{PacketFloats: 16})
 	}
 	call := func(whole bool) [][]float32 {
 		out := make([][]float32, N)

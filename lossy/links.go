@@ -1,4 +1,4 @@
-package comm
+package lossy
 
 import (
 	"context"
@@ -8,13 +8,13 @@ import (
 	"sync"
 
 	"github.com/multirail/multirail"
-	"github.com/multirail/multirail/discard"
+	"github.com/multirail/multirail/lossy/discard"
 )
 
 // StageLink is a loss-tolerant RingTransport: stages go out on Next and come
-// in on Prev, two multirail.StageConns (one per neighbour).
+// in on Prev, two StageConns (one per neighbour).
 type StageLink struct {
-	Next, Prev *multirail.StageConn
+	Next, Prev *StageConn
 }
 
 // Send implements RingTransport.
@@ -178,9 +178,9 @@ func (l *memLink) ReportQuality(_ context.Context, stage uint64, q float64) erro
 	return nil
 }
 
-// StageMesh is a MeshTransport over one multirail.StageConn per peer,
+// StageMesh is a MeshTransport over one StageConn per peer,
 // indexed by rank (the entry of the rank itself is unused).
-type StageMesh []*multirail.StageConn
+type StageMesh []*StageConn
 
 // Send implements MeshTransport.
 func (m StageMesh) Send(ctx context.Context, to int, packets [][]byte, part, parts int, whole bool) ([]bool, error) {

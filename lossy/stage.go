@@ -1,4 +1,4 @@
-package multirail
+package lossy
 
 import (
 	"context"
@@ -10,8 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/multirail/multirail/discard"
+	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/internal/wire"
+	"github.com/multirail/multirail/lossy/discard"
 )
 
 // Default message tags of a StageConn's packets and feedback on its Conn
@@ -35,10 +36,10 @@ const packetSlot = 24
 // ErrStageProtocol is wrapped by the error a StageConn fails with when the
 // peer breaks the stage protocol (docs/wire.md, "Loss-tolerant stages");
 // the connection is closed then.
-var ErrStageProtocol = errors.New("multirail: stage protocol violation")
+var ErrStageProtocol = errors.New("lossy: stage protocol violation")
 
 // ErrEmptyStage is returned by StageConn.Send for a stage of no packets.
-var ErrEmptyStage = errors.New("multirail: a stage needs at least one packet")
+var ErrEmptyStage = errors.New("lossy: a stage needs at least one packet")
 
 // StageConfig configures a StageConn. The zero value of every field means
 // its default.
@@ -84,6 +85,12 @@ type StageConfig struct {
 	Shared bool
 	// Logger receives protocol errors; nil discards.
 	Logger *slog.Logger
+}
+
+// cfgErr is a configuration error naming the field, its value and what
+// is allowed.
+func cfgErr(field string, value any, allowed string) error {
+	return fmt.Errorf("%w: %s = %v, allowed %s", ErrConfig, field, value, allowed)
 }
 
 func (c StageConfig) validate() (StageConfig, error) {
@@ -159,32 +166,9 @@ type SentStage struct {
 	Discarded []bool
 }
 
-// StageStats is a StageConn's telemetry: both directions, the sender's
-// controller and the feedback it got.
-type StageStats struct {
-	// Rate is the discard rate the next stage will be sent with.
-	Rate float64
-	// StagesSent, PacketsSent and PacketsDropped count what Send did.
-	StagesSent     uint64
-	PacketsSent    uint64
-	PacketsDropped uint64
-	// Controller is the discard controller's state: decisions, the last
-	// applied feedback (Period, Quality, Received) and the feedback it
-	// ignored (Stale, Unknown, Invalid) or never got (Expired).
-	Controller discard.Stats
-	// FeedbackIgnored counts feedback for stages this side never sent,
-	// sent whole (SendPartWhole) or sent too long ago to remember.
-	FeedbackIgnored uint64
-	// StagesReceived, PacketsReceived and LastPeriod describe the stages
-	// received; QualitiesReported counts ReportQuality calls.
-	StagesReceived    uint64
-	PacketsReceived   uint64
-	LastPeriod        time.Duration
-	QualitiesReported uint64
-	// RecentRates holds the rates of the last (up to) RecentChoices stages
-	// sent, oldest first.
-	RecentRates []float64
-}
+// StageStats is a StageConn's telemetry (the type Conn.Stats reports as
+// Stages for the StageConn running over the connection).
+type StageStats = multirail.StageStats
 
 // ctrlStage maps a stage number on the wire to the controller's stage.
 type ctrlStage struct {
@@ -220,7 +204,7 @@ type inStage struct {
 // StageConfig.Shared it is a guest on a Conn read by someone else (see
 // Deliver).
 type StageConn struct {
-	c   *Conn
+	c   *multirail.Conn
 	cfg StageConfig
 
 	sendMu sync.Mutex // one Send at a time: stages are sequential
@@ -240,7 +224,7 @@ type StageConn struct {
 	ctrl    *discard.Controller
 	ctrlOf  []ctrlStage // recent stages sent, by number % len
 	st      StageStats
-	rates   [RecentChoices]float64
+	rates   [multirail.RecentChoices]float64
 	nrates  uint64
 	recvErr error
 	fixed   float64 // FixedRate, changed by SetFixedRate
@@ -258,7 +242,7 @@ type StageConn struct {
 // it takes over c: do not call c.Send or c.Recv afterwards, and close the
 // StageConn (not c) when done. With Shared, the caller keeps reading c and
 // hands the StageConn its messages with Deliver.
-func NewStageConn(c *Conn, cfg StageConfig) (*StageConn, error) {
+func NewStageConn(c *multirail.Conn, cfg StageConfig) (*StageConn, error) {
 	cfg, err := cfg.validate()
 	if err != nil {
 		return nil, err
@@ -272,16 +256,12 @@ func NewStageConn(c *Conn, cfg StageConfig) (*StageConn, error) {
 		c: c, cfg: cfg, pcg: pcg, rng: rand.New(pcg), ctrl: ctrl, fixed: cfg.FixedRate, ctrlOf: make([]ctrlStage, ctrl.Config().Pending),
 		queue: make(chan Stage, cfg.Queue), stop: make(chan struct{}), done: make(chan struct{}),
 	}
-	addStats := func(st *Stats) {
-		ss := s.Stats()
-		st.Stages = &ss
-	}
-	c.layerStats.Store(&addStats)
+	c.SetStageStats(s.Stats)
 	if cfg.Shared {
 		go func() {
 			select {
 			case <-s.stop:
-				s.fail(ErrClosed)
+				s.fail(multirail.ErrClosed)
 			case <-s.done:
 			}
 		}()
@@ -301,9 +281,9 @@ func (s *StageConn) Tags() (packet, feedback uint32) {
 // stages wait for Recv (until ctx is done). A message that breaks the
 // stage protocol returns an error wrapping ErrStageProtocol; the owner
 // should then close the Conn. Deliver calls must not overlap.
-func (s *StageConn) Deliver(ctx context.Context, m Message) error {
+func (s *StageConn) Deliver(ctx context.Context, m multirail.Message) error {
 	if !s.cfg.Shared {
-		return fmt.Errorf("multirail: Deliver on a StageConn that reads its own Conn (StageConfig.Shared is false)")
+		return fmt.Errorf("lossy: Deliver on a StageConn that reads its own Conn (StageConfig.Shared is false)")
 	}
 	s.inMu.Lock()
 	defer s.inMu.Unlock()
@@ -317,7 +297,7 @@ func (s *StageConn) Deliver(ctx context.Context, m Message) error {
 		err = fmt.Errorf("%w: message with tag %d on a stage connection", ErrStageProtocol, m.Tag)
 	}
 	if errors.Is(err, ErrStageProtocol) {
-		s.cfg.Logger.Warn("multirail: stage protocol error", "err", err)
+		s.cfg.Logger.Warn("lossy: stage protocol error", "err", err)
 	}
 	return err
 }
@@ -336,7 +316,7 @@ func (s *StageConn) fail(err error) {
 }
 
 // Conn returns the underlying connection (for Stats and Close).
-func (s *StageConn) Conn() *Conn { return s.c }
+func (s *StageConn) Conn() *multirail.Conn { return s.c }
 
 // Send sends one stage: packets minus the fraction the controller's
 // current rate discards, chosen by discard.Select from (Seed, stage
@@ -348,7 +328,7 @@ func (s *StageConn) Send(ctx context.Context, packets [][]byte) (SentStage, erro
 }
 
 // ErrStageOrder is returned by SendPart for a part out of order.
-var ErrStageOrder = errors.New("multirail: stage part out of order")
+var ErrStageOrder = errors.New("lossy: stage part out of order")
 
 // SendPart sends part of a stage of parts parts, which are sent in order
 // 0, 1, ..., parts-1, each with at least one packet. Part 0 begins the
@@ -374,7 +354,7 @@ func (s *StageConn) sendPart(ctx context.Context, packets [][]byte, part, parts 
 		return SentStage{}, ErrEmptyStage
 	}
 	if n > s.cfg.MaxPackets {
-		return SentStage{}, fmt.Errorf("multirail: stage part of %d packets; allowed 1..%d (StageConfig.MaxPackets)", n, s.cfg.MaxPackets)
+		return SentStage{}, fmt.Errorf("lossy: stage part of %d packets; allowed 1..%d (StageConfig.MaxPackets)", n, s.cfg.MaxPackets)
 	}
 	if parts < 1 || parts > wire.MaxStageParts || part < 0 || part >= parts {
 		return SentStage{}, fmt.Errorf("%w: part %d of %d; allowed parts 1..%d", ErrStageOrder, part, parts, wire.MaxStageParts)
@@ -395,7 +375,7 @@ func (s *StageConn) sendPart(ctx context.Context, packets [][]byte, part, parts 
 		m := ctrlStage{number: o.number}
 		s.mu.Lock()
 		if !whole {
-			if bps := s.c.nominalBps(); bps > 0 {
+			if bps := s.c.NominalBps(); bps > 0 {
 				s.ctrl.SetWire(packetWire(packets, bps))
 			}
 			// The cycle: how long ago the previous controlled stage
@@ -443,7 +423,7 @@ func (s *StageConn) sendPart(ctx context.Context, packets [][]byte, part, parts 
 	s.mu.Lock()
 	if part == 0 {
 		s.st.StagesSent++
-		s.rates[s.nrates%RecentChoices] = rate
+		s.rates[s.nrates%multirail.RecentChoices] = rate
 		s.nrates++
 	}
 	s.st.PacketsSent += uint64(sent)
@@ -487,7 +467,7 @@ func (s *StageConn) Recv(ctx context.Context) (Stage, error) {
 // down). q must be a finite number.
 func (s *StageConn) ReportQuality(ctx context.Context, stage uint64, q float64) error {
 	if math.IsNaN(q) || math.IsInf(q, 0) {
-		return fmt.Errorf("multirail: quality %v for stage %d; allowed: a finite number", q, stage)
+		return fmt.Errorf("lossy: quality %v for stage %d; allowed: a finite number", q, stage)
 	}
 	b := wire.AppendStageFeedback(make([]byte, 0, wire.StageFeedbackSize), wire.StageFeedback{Kind: wire.FeedbackQuality, Stage: stage, Quality: q})
 	if err := s.c.Send(ctx, s.cfg.FeedbackTag, b); err != nil {
@@ -526,10 +506,10 @@ func (s *StageConn) Stats() StageStats {
 	case s.fixed > 0:
 		st.Rate = s.fixed
 	}
-	n := min(s.nrates, RecentChoices)
+	n := min(s.nrates, multirail.RecentChoices)
 	st.RecentRates = make([]float64, 0, n)
 	for i := s.nrates - n; i < s.nrates; i++ {
-		st.RecentRates = append(st.RecentRates, s.rates[i%RecentChoices])
+		st.RecentRates = append(st.RecentRates, s.rates[i%multirail.RecentChoices])
 	}
 	return st
 }
@@ -561,7 +541,7 @@ func (s *StageConn) loop() {
 		}
 	}()
 	for {
-		var m Message
+		var m multirail.Message
 		m, err = s.c.Recv(ctx)
 		now := time.Now()
 		if err == nil {
@@ -574,13 +554,13 @@ func (s *StageConn) loop() {
 				err = fmt.Errorf("%w: message with tag %d on a stage connection", ErrStageProtocol, m.Tag)
 			}
 			if errors.Is(err, ErrStageProtocol) {
-				s.cfg.Logger.Warn("multirail: closing a stage connection", "err", err)
+				s.cfg.Logger.Warn("lossy: closing a stage connection", "err", err)
 				s.c.Close()
 			}
 		}
 		if err != nil {
 			if errors.Is(err, context.Canceled) {
-				err = ErrClosed
+				err = multirail.ErrClosed
 			}
 			return
 		}
@@ -693,7 +673,7 @@ func (s *StageConn) feedback(data []byte) error {
 		_ = s.ctrl.Period(m.stage, time.Duration(f.Period), int(f.Received))
 		if s.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) {
 			cs := s.ctrl.Stats()
-			s.cfg.Logger.Debug("multirail: stage period", "stage", f.Stage, "period", time.Duration(f.Period),
+			s.cfg.Logger.Debug("lossy: stage period", "stage", f.Stage, "period", time.Duration(f.Period),
 				"received", f.Received, "rate", cs.Rate, "baseline", cs.Baseline, "wire", cs.Wire, "cycle", cs.Cycle, "share", cs.Share)
 		}
 	} else {

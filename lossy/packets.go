@@ -1,4 +1,4 @@
-package comm
+package lossy
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package comm
+package lossy
 
 import (
 	"context"
@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/multirail/multirail"
-	"github.com/multirail/multirail/discard"
 	"github.com/multirail/multirail/emu"
 	"github.com/multirail/multirail/internal/topo"
+	"github.com/multirail/multirail/lossy/discard"
 )
 
 // loopRing connects n ranks in a ring over real multirail connections of
@@ -44,18 +44,18 @@ func randomInputs(N, n int, seed uint64) [][]float32 {
 
 // ringOverConns runs calls Allreduces over real connections, reporting a
 // quality after each, and returns the last results and the stage conns.
-func ringOverConns(t *testing.T, N, n, calls int, lossy bool, dc discard.Config, inputs [][]float32) ([][]float32, []*multirail.StageConn) {
+func ringOverConns(t *testing.T, N, n, calls int, lossy bool, dc discard.Config, inputs [][]float32) ([][]float32, []*StageConn) {
 	out, in := loopRing(t, N)
 	ts := make([]RingTransport, N)
-	var scs []*multirail.StageConn
+	var scs []*StageConn
 	if lossy {
-		so, si := make([]*multirail.StageConn, N), make([]*multirail.StageConn, N)
+		so, si := make([]*StageConn, N), make([]*StageConn, N)
 		for i := range N {
 			var err error
-			if so[i], err = multirail.NewStageConn(out[i], multirail.StageConfig{Discard: dc, Seed: uint64(i)}); err != nil {
+			if so[i], err = NewStageConn(out[i], StageConfig{Discard: dc, Seed: uint64(i)}); err != nil {
 				t.Fatal(err)
 			}
-			if si[i], err = multirail.NewStageConn(in[i], multirail.StageConfig{Discard: dc}); err != nil {
+			if si[i], err = NewStageConn(in[i], StageConfig{Discard: dc}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -84,7 +84,7 @@ func ringOverConns(t *testing.T, N, n, calls int, lossy bool, dc discard.Config,
 	defer cancel()
 	rings := make([]*Ring, N)
 	for i := range N {
-		rings[i], _ = NewRing(i, N, ts[i], RingConfig{PacketFloats: 256})
+		rings[i], _ = NewRing(i, N, ts[i], Config{PacketFloats: 256})
 	}
 	res := make([][]float32, N)
 	for call := range calls {

@@ -1,4 +1,4 @@
-package multirail
+package lossy
 
 import (
 	"bytes"
@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/multirail/multirail/discard"
+	"github.com/multirail/multirail"
 	"github.com/multirail/multirail/internal/wire"
+	"github.com/multirail/multirail/lossy/discard"
 )
 
 func stagePair(t *testing.T, cfg StageConfig) (*StageConn, *StageConn) {
 	t.Helper()
-	a, b, _ := emuPair(t, Config{}, 400e6, 200e6)
+	a, b := emuPair(t, 400e6, 200e6)
 	sa, err := NewStageConn(a, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -146,10 +147,10 @@ func zero() float64 { return 0 }
 // TestStageHostilePeer: a peer that breaks the stage protocol loses its
 // connection; the StageConn reports why; another pair is untouched.
 // emptyPackets is a whole stage of n empty packets.
-func emptyPackets(n int) []Message {
-	var ms []Message
+func emptyPackets(n int) []multirail.Message {
+	var ms []multirail.Message
 	for i := 0; i < n; i++ {
-		ms = append(ms, Message{Tag: DefaultStagePacketTag, Data: wire.AppendStagePacket(nil, wire.StagePacket{Stage: 0, Parts: 1, Index: uint32(i), Total: uint32(n), Sent: uint32(n)}, nil)})
+		ms = append(ms, multirail.Message{Tag: DefaultStagePacketTag, Data: wire.AppendStagePacket(nil, wire.StagePacket{Stage: 0, Parts: 1, Index: uint32(i), Total: uint32(n), Sent: uint32(n)}, nil)})
 	}
 	return ms
 }
@@ -160,43 +161,43 @@ func TestStageHostilePeer(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		msgs []Message
+		msgs []multirail.Message
 	}{
-		{"short packet", []Message{{Tag: DefaultStagePacketTag, Data: []byte{1, 2}}}},
-		{"index beyond total", []Message{{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 9, Total: 3, Sent: 3}, "x")}}},
-		{"duplicate packet", []Message{
+		{"short packet", []multirail.Message{{Tag: DefaultStagePacketTag, Data: []byte{1, 2}}}},
+		{"index beyond total", []multirail.Message{{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 9, Total: 3, Sent: 3}, "x")}}},
+		{"duplicate packet", []multirail.Message{
 			{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 1, Total: 3, Sent: 2}, "x")},
 			{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 1, Total: 3, Sent: 2}, "x")},
 		}},
-		{"another stage before this one is complete", []Message{
+		{"another stage before this one is complete", []multirail.Message{
 			{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 0, Total: 3, Sent: 2}, "x")},
 			{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 1, Parts: 1, Index: 0, Total: 3, Sent: 2}, "x")},
 		}},
-		{"stage number going back", []Message{
+		{"stage number going back", []multirail.Message{
 			{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 5, Parts: 1, Index: 0, Total: 1, Sent: 1}, "x")},
 			{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 5, Parts: 1, Index: 0, Total: 1, Sent: 1}, "x")},
 		}},
-		{"part 1 first", []Message{{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Part: 1, Parts: 2, Index: 0, Total: 1, Sent: 1}, "x")}}},
-		{"parts skipped", []Message{
+		{"part 1 first", []multirail.Message{{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Part: 1, Parts: 2, Index: 0, Total: 1, Sent: 1}, "x")}}},
+		{"parts skipped", []multirail.Message{
 			{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Part: 0, Parts: 3, Index: 0, Total: 1, Sent: 1}, "x")},
 			{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Part: 2, Parts: 3, Index: 0, Total: 1, Sent: 1}, "x")},
 		}},
-		{"new stage before the last part", []Message{
+		{"new stage before the last part", []multirail.Message{
 			{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Part: 0, Parts: 2, Index: 0, Total: 1, Sent: 1}, "x")},
 			{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 1, Part: 0, Parts: 2, Index: 0, Total: 1, Sent: 1}, "x")},
 		}},
-		{"more bytes than allowed", []Message{{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 0, Total: 2, Sent: 2}, string(make([]byte, 2000)))}}},
+		{"more bytes than allowed", []multirail.Message{{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 0, Total: 2, Sent: 2}, string(make([]byte, 2000)))}}},
 		// Memory counts as allocated: 24 bytes per announced packet, and
 		// every packet's buffer, empty ones too.
-		{"more packets announced than the bound holds", []Message{{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 0, Total: 100, Sent: 100}, "")}}},
+		{"more packets announced than the bound holds", []multirail.Message{{Tag: DefaultStagePacketTag, Data: pkt(wire.StagePacket{Stage: 0, Parts: 1, Index: 0, Total: 100, Sent: 100}, "")}}},
 		{"empty packets beyond the bound", emptyPackets(40)},
-		{"bad feedback", []Message{{Tag: DefaultStageFeedbackTag, Data: []byte{9}}}},
-		{"unknown tag", []Message{{Tag: 77, Data: []byte("hi")}}},
+		{"bad feedback", []multirail.Message{{Tag: DefaultStageFeedbackTag, Data: []byte{9}}}},
+		{"unknown tag", []multirail.Message{{Tag: 77, Data: []byte("hi")}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			a, b, _ := emuPair(t, Config{}, 100e6)
+			a, b := emuPair(t, 100e6)
 			sb, err := NewStageConn(b, StageConfig{MaxStageBytes: 1000})
 			if err != nil {
 				t.Fatal(err)
@@ -237,7 +238,7 @@ func TestStageHostilePeer(t *testing.T) {
 }
 
 func TestStageConfigErrors(t *testing.T) {
-	a, b, _ := emuPair(t, Config{}, 100e6)
+	a, b := emuPair(t, 100e6)
 	defer a.Close()
 	defer b.Close()
 	for _, cfg := range []StageConfig{

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/multirail/multirail/discard"
+	"github.com/multirail/multirail/lossy/discard"
 )
 
 // A sender's loop: begin a stage, drop packets at the stage's rate, and
